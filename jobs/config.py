@@ -1,0 +1,198 @@
+"""Pipeline configuration: one YAML file, one section per stage, validated before any work.
+
+Every mistake is reported with the dotted key that caused it (`ingest.max_html_bytes: ...`),
+so a user knows what to change. Defaults live here; `jobs/defaults.yaml` documents them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration value is unknown, of the wrong type, or impossible."""
+
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    # Pages larger than this are dropped (`too_large`) and only this many bytes (+1) are read.
+    # Common Crawl truncates payloads at 1 MiB (5 MiB since 2025), so 2 MB keeps real pages.
+    max_html_bytes: int = 2_000_000
+    # A page whose decoded text has more than this share of U+FFFD or C0/C1 control characters
+    # is mis-labelled binary or an unknown charset (`undecodable`).
+    max_bad_char_fraction: float = 0.05
+    # `resiliparse` (~120 docs/s/core) or `trafilatura` (~6 docs/s/core, sometimes cleaner).
+    extractor: str = "resiliparse"
+    main_content: bool = True  # keep the main content only (drops menus, footers)
+    min_text_chars: int = 1  # shorter extracted text → `empty_text`
+    html_content_types: tuple[str, ...] = HTML_TYPES
+    # Prefix for the relative paths in Common Crawl's warc.paths.gz.
+    cc_url_prefix: str = "s3a://commoncrawl/"
+    source: str = "cc"
+    # Field mapping for --format jsonl/parquet sources.
+    id_field: str = "id"
+    text_field: str = "text"
+    url_field: str = "url"
+    # Input files per Spark task; 1 spreads a few large WARC files best.
+    files_per_task: int = 1
+
+    def validate(self, where: str) -> None:
+        _require(self.max_html_bytes > 0, where, "max_html_bytes", "must be > 0")
+        _require(
+            0.0 <= self.max_bad_char_fraction <= 1.0,
+            where,
+            "max_bad_char_fraction",
+            "must lie in [0, 1]",
+        )
+        _require(
+            self.extractor in ("resiliparse", "trafilatura"),
+            where,
+            "extractor",
+            f"must be 'resiliparse' or 'trafilatura', got {self.extractor!r}",
+        )
+        _require(self.min_text_chars >= 0, where, "min_text_chars", "must be >= 0")
+        _require(len(self.html_content_types) > 0, where, "html_content_types", "is empty")
+        _require(self.files_per_task >= 1, where, "files_per_task", "must be >= 1")
+        _require(bool(self.source), where, "source", "must not be empty")
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    # Extra Spark settings for every job (spark-submit --conf wins over these).
+    conf: dict[str, str] = field(default_factory=dict)
+
+    def validate(self, where: str) -> None:
+        for k in self.conf:
+            _require(k.startswith("spark."), where, f"conf.{k}", "Spark keys start with 'spark.'")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    ingest: IngestConfig = field(default_factory=IngestConfig)
+
+    def validate(self) -> PipelineConfig:
+        for f in dataclasses.fields(self):
+            getattr(self, f.name).validate(f.name)
+        return self
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def hash(self) -> str:
+        """Identifies the effective configuration in `runs` (sorted JSON, so key order in the
+        YAML file does not matter)."""
+        blob = json.dumps(self.as_dict(), sort_keys=True, default=list)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _require(ok: bool, section: str, key: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"{section}.{key}: {message}")
+
+
+def _coerce(value: Any, hint: Any, key: str) -> Any:
+    """Checks one YAML value against a field's type, converting only where it is lossless."""
+    origin = typing.get_origin(hint)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    elif origin is tuple:
+        if isinstance(value, (list, tuple)):
+            (item,) = typing.get_args(hint)[:1]
+            return tuple(_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value))
+    elif origin is dict:
+        if isinstance(value, dict):
+            kt, vt = typing.get_args(hint)
+            return {_coerce(k, kt, key): _coerce(v, vt, f"{key}.{k}") for k, v in value.items()}
+    elif origin in (typing.Union, types.UnionType):
+        for alt in typing.get_args(hint):
+            if alt is type(None) and value is None:
+                return None
+            try:
+                return _coerce(value, alt, key)
+            except ConfigError:
+                continue
+    else:
+        raise TypeError(f"unsupported config type {hint!r} at {key}")
+    expected = getattr(hint, "__name__", str(hint))
+    raise ConfigError(f"{key}: expected {expected}, got {type(value).__name__} {value!r}")
+
+
+def _build(cls: type, data: Any, prefix: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        where = f"{prefix}." if prefix else ""
+        raise ConfigError(
+            f"{where}{unknown[0]}: unknown key (known keys: {', '.join(sorted(names))})"
+        )
+    kwargs = {}
+    for name, value in data.items():
+        key = f"{prefix}.{name}" if prefix else name
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = _build(hint, value if value is not None else {}, key)
+        else:
+            kwargs[name] = _coerce(value, hint, key)
+    return cls(**kwargs)
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{dotted}: {part} is not a section")
+    node[parts[-1]] = value
+
+
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | None = None
+) -> PipelineConfig:
+    """Reads the YAML file (if any), applies `section.key=value` overrides (values parsed as
+    YAML, so `ingest.max_html_bytes=100` is an int), and validates the result."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: not valid YAML: {e}") from None
+        if loaded is not None:
+            if not isinstance(loaded, dict):
+                raise ConfigError(f"{p}: the top level must be a mapping of sections")
+            data = loaded
+    for item in overrides or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r}: expected section.key=value")
+        _set_dotted(data, key.strip(), yaml.safe_load(raw))
+    return _build(PipelineConfig, data, "").validate()

@@ -1,0 +1,343 @@
+"""The runtime every job shares: CLI, config, SparkSession with Delta, lake paths, idempotent
+Delta writes, the `runs` ledger, `rejections`, Spark job groups and the one-line summary.
+
+A job file only parses its own input arguments and describes its steps; everything a data
+engineer expects of every job (clear errors, no half-written tables, counts they can see)
+lives here once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import time
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tokenmill.jobs.config import ConfigError, PipelineConfig, load_config
+from tokenmill.schemas.tables import REJECTIONS, RUNS, Table
+
+log = logging.getLogger("tokenmill")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Jars copied by `make jars` (infra/jvm/pom.xml). On a cluster they come from --packages.
+JARS_DIR = Path(os.environ.get("TOKENMILL_JARS_DIR", REPO_ROOT / ".jars"))
+DEFAULT_ROOT = os.environ.get("TOKENMILL_ROOT", "lake")
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+# Test hook: exit abruptly (like kill -9) right after the named step, to prove that a job
+# killed at any point leaves no half-written table and that a rerun completes the work.
+CRASH_AFTER_STEP = "TOKENMILL_CRASH_AFTER_STEP"
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+
+
+class JobError(RuntimeError):
+    """A failure the user can act on (bad input path, missing table …): printed without a
+    stack trace."""
+
+
+# --------------------------------------------------------------------------- session
+
+
+def build_session(app_name: str, config: PipelineConfig) -> Any:
+    """A SparkSession with Delta. Settings given to spark-submit (--master, --conf,
+    --packages) win; without a master it is the embedded default, local[*]."""
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    given = SparkConf()  # what spark-submit (or spark-defaults.conf) already set
+    builder = SparkSession.builder.appName(app_name)
+    master = given.get("spark.master", None) or os.environ.get("TOKENMILL_MASTER", "local[*]")
+    if not given.contains("spark.master"):
+        builder = builder.master(master)
+
+    wanted: dict[str, str] = dict(DELTA_CONF)
+    wanted["spark.sql.session.timeZone"] = "UTC"
+    if master.startswith("local"):
+        # 200 shuffle partitions (Spark's default) are pure overhead on one machine.
+        cores = os.cpu_count() or 2
+        if "[" in master and master[6:-1].isdigit():
+            cores = int(master[6:-1])
+        wanted["spark.sql.shuffle.partitions"] = str(max(2, 2 * cores))
+        wanted["spark.databricks.delta.snapshotPartitions"] = str(max(1, cores))
+    if not (given.get("spark.jars", "") or given.get("spark.jars.packages", "")):
+        jars = sorted(str(p) for p in JARS_DIR.glob("*.jar"))
+        if not jars:
+            raise JobError(
+                f"Delta jars not found in {JARS_DIR}: run `make jars` (or `make setup`), or "
+                "pass --packages to spark-submit (coordinates in infra/spark/packages.txt)"
+            )
+        wanted["spark.jars"] = ",".join(jars)
+    wanted.update(config.spark.conf)
+    for key, value in wanted.items():
+        if not given.contains(key):
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("TOKENMILL_SPARK_LOG_LEVEL", "WARN"))
+    return spark
+
+
+# --------------------------------------------------------------------------- lake
+
+
+def table_path(root: str, table: Table | str) -> str:
+    name = table if isinstance(table, str) else table.name
+    return f"{root.rstrip('/')}/{name}"
+
+
+def normalise_root(root: str) -> str:
+    if "://" in root:
+        return root.rstrip("/")
+    return str(Path(root).expanduser().resolve())
+
+
+def delete_path(spark: Any, path: str) -> None:
+    """Recursive delete through Hadoop's FileSystem, so it works for local paths and s3a."""
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if fs.exists(hpath):
+        fs.delete(hpath, True)
+
+
+def delta_exists(spark: Any, path: str) -> bool:
+    from delta.tables import DeltaTable
+
+    return bool(DeltaTable.isDeltaTable(spark, path))
+
+
+def delta_version(spark: Any, path: str) -> int | None:
+    from delta.tables import DeltaTable
+
+    if not delta_exists(spark, path):
+        return None
+    return int(DeltaTable.forPath(spark, path).history(1).collect()[0]["version"])
+
+
+def ensure_table(spark: Any, path: str, table: Table) -> None:
+    """Creates the table with its declared schema (no-op if it exists). The schema version
+    is a table property so readers can refuse a table they do not understand."""
+    from delta.tables import DeltaTable
+
+    (
+        DeltaTable.createIfNotExists(spark)
+        .location(path)
+        .addColumns(table.schema)
+        .property("tokenmill.table", table.name)
+        .property("tokenmill.schema_version", str(table.version))
+        .execute()
+    )
+
+
+def conform(df: Any, table: Table) -> Any:
+    """Selects the table's columns in order with the declared types."""
+    from pyspark.sql import functions as F
+
+    return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in table.schema])
+
+
+def merge_rows(spark: Any, path: str, table: Table, df: Any, *, update: bool) -> int:
+    """Idempotent write keyed by the table's key columns: new keys are inserted; existing
+    ones are left alone (update=False: a rerun changes nothing) or replaced (update=True:
+    ledgers). One Delta commit, so a crash leaves the old or the new version."""
+    from delta.tables import DeltaTable
+
+    ensure_table(spark, path, table)
+    cond = " AND ".join(f"t.{k} = s.{k}" for k in table.key)
+    merge = DeltaTable.forPath(spark, path).alias("t").merge(conform(df, table).alias("s"), cond)
+    if update:
+        merge = merge.whenMatchedUpdateAll()
+    merge.whenNotMatchedInsertAll().execute()
+    return delta_version(spark, path) or 0
+
+
+# --------------------------------------------------------------------------- job context
+
+
+@dataclass
+class JobContext:
+    job: str
+    spark: Any
+    config: PipelineConfig
+    root: str
+    run_id: str
+    args: argparse.Namespace
+    counts: Counter = field(default_factory=Counter)
+    rows_in: int | None = None
+    rows_out: int | None = None
+    input_table: str | None = None
+    input_version: int | None = None
+    output_table: str | None = None
+    output_version: int | None = None
+    exit_code: int = EXIT_OK
+    notes: list[str] = field(default_factory=list)
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def path(self, table: Table | str) -> str:
+        return table_path(self.root, table)
+
+    @contextlib.contextmanager
+    def step(self, description: str) -> Iterator[None]:
+        """Names the Spark jobs of this step ("ingest: extract text") so the Spark UI reads as
+        the pipeline, and logs how long the step took."""
+        sc = self.spark.sparkContext
+        sc.setJobGroup(f"{self.job}:{self.run_id}", f"{self.job}: {description}", False)
+        t0 = time.monotonic()
+        log.info("%s: %s …", self.job, description)
+        yield
+        log.info("%s: %s done in %.1fs", self.job, description, time.monotonic() - t0)
+        if os.environ.get(CRASH_AFTER_STEP) == description:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(137)
+
+    def read_table(self, table: Table) -> Any:
+        """The table's current version, pinned: the run reads one consistent snapshot and
+        records which one in `runs`."""
+        path = self.path(table)
+        version = delta_version(self.spark, path)
+        if version is None:
+            raise JobError(f"input table {table.name!r} does not exist at {path}")
+        self.input_table, self.input_version = table.name, version
+        return self.spark.read.format("delta").option("versionAsOf", version).load(path)
+
+    def merge(self, table: Table, df: Any, *, update: bool = False) -> int:
+        return merge_rows(self.spark, self.path(table), table, df, update=update)
+
+    def add_rejections(self, df: Any) -> int:
+        """Appends dropped documents to `rejections`; keyed by (stage, doc_id), so rerunning a
+        stage never records the same drop twice."""
+        from pyspark.sql import functions as F
+
+        df = df.withColumn("stage", F.lit(self.job)).withColumn("run_id", F.lit(self.run_id))
+        return self.merge(REJECTIONS, df)
+
+    def record_run(self, status: str, error: str | None = None) -> None:
+        ended = None if status == "running" else datetime.now(UTC)
+        row = {
+            "job": self.job,
+            "run_id": self.run_id,
+            "status": status,
+            "input_table": self.input_table,
+            "input_version": self.input_version,
+            "output_table": self.output_table,
+            "output_version": self.output_version,
+            "rows_in": self.rows_in,
+            "rows_out": self.rows_out,
+            "counts": {k: int(v) for k, v in self.counts.items()},
+            "config_hash": self.config.hash(),
+            "started_at": self.started_at,
+            "ended_at": ended,
+            "error": error,
+        }
+        df = self.spark.createDataFrame([row], RUNS.schema)
+        self.merge(RUNS, df, update=True)
+
+    def summary(self, status: str, seconds: float) -> str:
+        reasons = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()) if v)
+        out = f"{self.output_table}@v{self.output_version}" if self.output_table else "-"
+        parts = [
+            f"{self.job} {status}",
+            f"run={self.run_id}",
+            f"in={self.rows_in if self.rows_in is not None else '-'}",
+            f"out={self.rows_out if self.rows_out is not None else '-'}",
+            f"table={out}",
+        ]
+        if reasons:
+            parts.append(f"[{reasons}]")
+        parts.extend(self.notes)
+        parts.append(f"{seconds:.1f}s")
+        return " ".join(parts)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def job_parser(job: str, description: str) -> argparse.ArgumentParser:
+    """The argument shape every job shares; a job adds its own input arguments."""
+    p = argparse.ArgumentParser(prog=f"jobs/{job}.py", description=description)
+    p.add_argument(
+        "--root",
+        default=DEFAULT_ROOT,
+        help="lake root: a local folder or s3a://bucket/prefix (default: %(default)s)",
+    )
+    p.add_argument("--config", help="pipeline config YAML (defaults: jobs/defaults.yaml)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one config value, e.g. --set ingest.max_html_bytes=1000000",
+    )
+    p.add_argument("--run-id", help="id of this run in `runs` (default: generated)")
+    return p
+
+
+def new_run_id(job: str) -> str:
+    return f"{job}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+def run_job(
+    job: str,
+    parser: argparse.ArgumentParser,
+    body: Callable[[JobContext], None],
+    argv: list[str] | None = None,
+) -> int:
+    """Parses arguments, validates config, runs the body inside a `runs` row (running →
+    succeeded | failed) and prints the one-line summary. Returns the process exit code."""
+    logging.basicConfig(
+        level=os.environ.get("TOKENMILL_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config, args.overrides)
+    except ConfigError as e:
+        print(f"{job}: config error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    t0 = time.monotonic()
+    try:
+        spark = build_session(f"tokenmill-{job}", config)
+    except JobError as e:
+        print(f"{job}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    ctx = JobContext(
+        job=job,
+        spark=spark,
+        config=config,
+        root=normalise_root(args.root),
+        run_id=args.run_id or new_run_id(job),
+        args=args,
+    )
+    try:
+        with ctx.step("record run start"):
+            ctx.record_run("running")
+        body(ctx)
+        status = "succeeded" if ctx.exit_code == EXIT_OK else "partial"
+        with ctx.step("record run end"):
+            ctx.record_run(status)
+        print(ctx.summary(status, time.monotonic() - t0), flush=True)
+        return ctx.exit_code
+    except Exception as e:  # noqa: BLE001 - every failure is recorded in `runs`
+        message = f"{type(e).__name__}: {e}"
+        if not isinstance(e, JobError):
+            traceback.print_exc()
+        with contextlib.suppress(Exception):
+            ctx.record_run("failed", message[:4000])
+        print(ctx.summary("failed", time.monotonic() - t0) + f" error={message[:500]}")
+        print(f"{job}: {message}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(e, JobError) else EXIT_FAILED

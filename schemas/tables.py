@@ -1,0 +1,136 @@
+"""Table names and Spark schemas: the one place a table or column name is spelled.
+
+Every table lives at `<lake root>/<name>`. A schema change bumps the table's version, which is
+written into the Delta table's properties so a reader can refuse a table it does not know.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.types import (
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    schema: StructType
+    version: int
+    key: tuple[str, ...]  # columns that identify a row: MERGE keys for idempotent writes
+    description: str
+
+
+def _schema(*fields: tuple[str, DataType, bool]) -> StructType:
+    return StructType([StructField(n, t, nullable) for n, t, nullable in fields])
+
+
+DOCS = Table(
+    name="docs",
+    version=1,
+    key=("doc_id",),
+    description="One row per ingested document (web page or document of another source).",
+    schema=_schema(
+        ("doc_id", StringType(), False),
+        ("source", StringType(), False),
+        ("url", StringType(), True),
+        ("host", StringType(), True),
+        ("domain", StringType(), True),  # registered domain (public suffix + 1 label)
+        ("crawl_id", StringType(), True),
+        ("warc_path", StringType(), True),
+        ("record_offset", LongType(), True),
+        ("fetch_time", TimestampType(), True),
+        ("content_type", StringType(), True),
+        ("charset", StringType(), True),
+        ("html_bytes", LongType(), True),
+        ("text", StringType(), False),
+        ("text_length", IntegerType(), False),
+        ("text_hash", StringType(), False),  # sha1 of the normalised text (exact dedup key)
+        ("run_id", StringType(), False),
+    ),
+)
+
+WARCS = Table(
+    name="warcs",
+    version=1,
+    key=("path",),
+    description="Ledger of input files: the base of exactly-once ingest and nightly refresh.",
+    schema=_schema(
+        ("path", StringType(), False),
+        ("status", StringType(), False),  # done | failed
+        ("records", LongType(), False),
+        ("responses", LongType(), False),
+        ("docs", LongType(), False),
+        ("rejected", LongType(), False),
+        ("bytes", LongType(), True),
+        ("error", StringType(), True),
+        ("run_id", StringType(), False),
+        ("updated_at", TimestampType(), False),
+    ),
+)
+
+REJECTIONS = Table(
+    name="rejections",
+    version=1,
+    key=("stage", "doc_id"),
+    description="Every dropped document: which stage dropped it, why, and the deciding values.",
+    schema=_schema(
+        ("doc_id", StringType(), False),
+        ("url", StringType(), True),
+        ("stage", StringType(), False),
+        ("reason", StringType(), False),
+        ("signals", MapType(StringType(), StringType()), True),
+        ("source_path", StringType(), True),
+        ("record_offset", LongType(), True),
+        ("run_id", StringType(), False),
+    ),
+)
+
+RUNS = Table(
+    name="runs",
+    version=1,
+    key=("job", "run_id"),
+    description="One row per job run: inputs and their Delta versions, counts, timing, status.",
+    schema=_schema(
+        ("job", StringType(), False),
+        ("run_id", StringType(), False),
+        ("status", StringType(), False),  # running | succeeded | failed
+        ("input_table", StringType(), True),
+        ("input_version", LongType(), True),
+        ("output_table", StringType(), True),
+        ("output_version", LongType(), True),
+        ("rows_in", LongType(), True),
+        ("rows_out", LongType(), True),
+        ("counts", MapType(StringType(), LongType()), True),
+        ("config_hash", StringType(), False),
+        ("started_at", TimestampType(), False),
+        ("ended_at", TimestampType(), True),
+        ("error", StringType(), True),
+    ),
+)
+
+ALL_TABLES = (DOCS, WARCS, REJECTIONS, RUNS)
+
+# Ingest's reasons for dropping a record; the sample crawl's labels use the same strings.
+INGEST_REASONS = (
+    "bad_http",  # HTTP status line or headers could not be parsed
+    "http_status",  # not a 200 response
+    "not_html",  # content type outside the configured HTML types
+    "too_large",  # payload over ingest.max_html_bytes
+    "truncated_record",  # fewer payload bytes than the record declares (file cut short)
+    "undecodable",  # too many invalid or control characters after charset decoding
+    "empty_text",  # nothing left after main-text extraction
+    "corrupt_record",  # unreadable bytes (gzip or WARC framing); reading resumed after them
+    "duplicate_record_id",  # the same record id twice in one run's input
+    "bad_source_row",  # a JSONL/Parquet row without an id or text
+)
+# Counted in runs.counts but not documents, so they get no rejection rows.
+INGEST_FILE_REASONS = ("empty_file", "unreadable_file")
