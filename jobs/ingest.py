@@ -16,6 +16,8 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import pandas as pd  # module level: pandas_udf resolves the type hints against these globals
+
 from tokenmill.jobs import lakeio
 from tokenmill.jobs.config import IngestConfig
 from tokenmill.jobs.runtime import (
@@ -250,7 +252,6 @@ def ingest_warcs(ctx: JobContext, paths: list[str]) -> None:
 
 def ingest_records(ctx: JobContext, paths: list[str], fmt: str) -> None:
     """JSONL/Parquet sources (Wikipedia dumps, code, books …) into the same `docs` table."""
-    import pandas as pd
     from pyspark.sql import functions as F
 
     cfg = ctx.config.ingest
@@ -337,8 +338,13 @@ def ingest_records(ctx: JobContext, paths: list[str], fmt: str) -> None:
         "docs",
         "rejected",
     )
-    staged = docs.unionByName(bad, allowMissingColumns=True).unionByName(
-        files, allowMissingColumns=True
+    union = docs.unionByName(bad, allowMissingColumns=True)
+    union = union.unionByName(files, allowMissingColumns=True)
+    staged = union.select(
+        [
+            F.col(name) if name in union.columns else F.lit(None).cast(dtype).alias(name)
+            for name, dtype in _STAGING_FIELDS
+        ]
     )
     with ctx.step("count outcomes"):
         count_outcomes(ctx, staged)
