@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
 from conftest import REPO
+
 from tokenmill.jobs.config import ConfigError, PipelineConfig, load_config
 
 

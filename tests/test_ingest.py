@@ -11,8 +11,8 @@ import sys
 from collections import Counter
 
 import pytest
-
 from conftest import REPO, TEST_SPARK_CONF
+
 from tokenmill.jobs import ingest
 from tokenmill.jobs.runtime import CRASH_AFTER_STEP, EXIT_PARTIAL, delta_version
 

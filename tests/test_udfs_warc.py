@@ -10,8 +10,8 @@ import uuid
 from collections import Counter
 
 import pytest
-
 from conftest import shared_sample
+
 from tokenmill.udfs.html import bad_char_fraction, choose_charset, decode_html, extract_text
 from tokenmill.udfs.ids import doc_id_from_location, doc_id_from_record_id, doc_id_from_source_key
 from tokenmill.udfs.text import normalise_for_dedup, text_hash
@@ -19,11 +19,11 @@ from tokenmill.udfs.urls import host_and_domain
 from tokenmill.udfs.warc import WarcReadOptions, read_warc_file
 
 PAGE = (
-    "<html><head><title>t</title></head><body><nav><a href='/'>Home</a></nav><main><article>"
-    "<h1>Weather notes</h1><p>The morning was cold and the river carried ice down to the "
-    "harbour.</p><p>By noon the sun had returned and the market opened again.</p>"
-    "</article></main></body></html>"
-).encode()
+    b"<html><head><title>t</title></head><body><nav><a href='/'>Home</a></nav><main><article>"
+    b"<h1>Weather notes</h1><p>The morning was cold and the river carried ice down to the "
+    b"harbour.</p><p>By noon the sun had returned and the market opened again.</p>"
+    b"</article></main></body></html>"
+)
 
 
 def record(i: int, http: bytes, *, rtype: str = "response", is_http: bool = True) -> bytes:

@@ -35,17 +35,15 @@ def decode_html(html: bytes, http_charset: str | None) -> tuple[str, str]:
     return charset, bytes_to_str(html, charset, errors="replace")
 
 
+_BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffd]")
+
+
 def bad_char_fraction(text: str) -> float:
     """Share of U+FFFD and C0/C1 control characters (tab, newline, CR excepted): high for
     binary data served as text/html or text decoded with the wrong charset."""
     if not text:
         return 0.0
-    bad = sum(
-        1
-        for c in text
-        if c == "\ufffd" or (ord(c) < 32 and c not in "\t\n\r") or 0x7F <= ord(c) <= 0x9F
-    )
-    return bad / len(text)
+    return (len(text) - len(_BAD_CHARS.sub("", text))) / len(text)
 
 
 def extract_text(html: str, extractor: str = "resiliparse", main_content: bool = True) -> str:
