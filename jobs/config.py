@@ -69,6 +69,56 @@ class IngestConfig:
 
 
 @dataclass(frozen=True)
+class DedupConfig:
+    # Word n-grams after FineWeb's normalisation (FineWeb and DESIGN.md: n = 5).
+    ngram: int = 5
+    # 128 permutations as 20 bands: 12 × 6 rows + 8 × 7 rows. P(candidate | J = 0.8) > 99%;
+    # the S-curve's midpoint sits near J ≈ 0.62, so candidates are verified (below).
+    num_perm: int = 128
+    bands: int = 20
+    rows: int | None = None  # None: num_perm split as evenly as possible over the bands
+    seed: int = 1
+    # Candidate pairs are kept only at or above this Jaccard similarity.
+    threshold: float = 0.8
+    # `signature`: estimated Jaccard from the MinHash signatures (cheap);
+    # `exact`: Jaccard of the shingle hash sets (exact up to 32-bit hash collisions).
+    verify: str = "signature"
+    # Buckets with more members than this are counted (`giant_buckets`): star edges keep them
+    # linear, but so many documents sharing a band usually means templated pages.
+    max_bucket_size: int = 10_000
+    # Boilerplate lines: a normalised line found in more than `boilerplate_min_docs`
+    # documents is removed from every text before hashing (cookie banners, templates).
+    boilerplate: bool = True
+    boilerplate_min_docs: int = 50
+    boilerplate_min_chars: int = 10  # shorter lines ("Home", "Share") are left alone
+    checkpoint_every: int = 2
+
+    def validate(self, where: str) -> None:
+        _require(self.ngram >= 1, where, "ngram", "must be >= 1")
+        _require(self.num_perm >= 1, where, "num_perm", "must be >= 1")
+        _require(1 <= self.bands <= self.num_perm, where, "bands", "must lie in [1, num_perm]")
+        if self.rows is not None:
+            _require(self.rows >= 1, where, "rows", "must be >= 1")
+            _require(
+                self.bands * self.rows <= self.num_perm,
+                where,
+                "rows",
+                f"bands × rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}",
+            )
+        _require(0.0 < self.threshold <= 1.0, where, "threshold", "must lie in (0, 1]")
+        _require(
+            self.verify in ("signature", "exact"),
+            where,
+            "verify",
+            f"must be 'signature' or 'exact', got {self.verify!r}",
+        )
+        _require(self.max_bucket_size >= 2, where, "max_bucket_size", "must be >= 2")
+        _require(self.boilerplate_min_docs >= 2, where, "boilerplate_min_docs", "must be >= 2")
+        _require(self.boilerplate_min_chars >= 0, where, "boilerplate_min_chars", "must be >= 0")
+        _require(self.checkpoint_every >= 1, where, "checkpoint_every", "must be >= 1")
+
+
+@dataclass(frozen=True)
 class SparkConfig:
     # Extra Spark settings for every job (spark-submit --conf wins over these).
     conf: dict[str, str] = field(default_factory=dict)
@@ -82,6 +132,7 @@ class SparkConfig:
 class PipelineConfig:
     spark: SparkConfig = field(default_factory=SparkConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
+    dedup: DedupConfig = field(default_factory=DedupConfig)
 
     def validate(self) -> PipelineConfig:
         for f in dataclasses.fields(self):

@@ -233,6 +233,9 @@ def count_outcomes(ctx: JobContext, staged: Any) -> None:
 def ingest_warcs(ctx: JobContext, paths: list[str]) -> None:
     cfg = ctx.config.ingest
     sc = ctx.spark.sparkContext
+    # Staging of runs that were killed is garbage now (their files are not in the ledger and
+    # are extracted again below); one writer per lake, so clearing it is safe.
+    delete_path(ctx.spark, ctx.path(f"_staging/{JOB}"))
     staging = ctx.path(f"_staging/{JOB}/{ctx.run_id}")
     slices = max(1, math.ceil(len(paths) / cfg.files_per_task))
     path_df = ctx.spark.createDataFrame(

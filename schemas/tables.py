@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark.sql.types import (
+    ArrayType,
     DataType,
     IntegerType,
     LongType,
@@ -117,7 +118,45 @@ RUNS = Table(
     ),
 )
 
-ALL_TABLES = (DOCS, WARCS, REJECTIONS, RUNS)
+# The dedup stage's output: the input's columns (whatever stage it read), texts with boilerplate
+# lines removed, one document per duplicate cluster. Its schema follows the input's.
+DEDUPED_NAME = "deduped"
+DEDUP_EXTRA_COLUMNS = (("boilerplate_lines", IntegerType()),)
+
+DUP_CLUSTERS = Table(
+    name="dup_clusters",
+    version=1,
+    key=("doc_id",),
+    description="Every document that belongs to a duplicate cluster, for audit.",
+    schema=_schema(
+        ("doc_id", StringType(), False),
+        ("cluster_id", StringType(), False),
+        ("representative", StringType(), False),  # the cluster's kept document
+        ("cluster_size", LongType(), False),
+        ("kind", StringType(), False),  # exact | near
+        ("similarity", StringType(), True),  # verified Jaccard to the representative's edge
+        ("run_id", StringType(), False),
+    ),
+)
+
+LSH_INDEX = Table(
+    name="lsh_index",
+    version=1,
+    key=("doc_id",),
+    description=(
+        "Kept documents' MinHash signatures and band hashes, joined by the next incremental "
+        "run. signature[i] is datasketch's hashvalues[i] stored as a signed 32-bit int."
+    ),
+    schema=_schema(
+        ("doc_id", StringType(), False),
+        ("text_hash", StringType(), False),
+        ("signature", ArrayType(IntegerType(), False), False),
+        ("band_hashes", ArrayType(LongType(), False), False),
+        ("run_id", StringType(), False),
+    ),
+)
+
+ALL_TABLES = (DOCS, WARCS, REJECTIONS, RUNS, DUP_CLUSTERS, LSH_INDEX)
 
 # Ingest's reasons for dropping a record; the sample crawl's labels use the same strings.
 INGEST_REASONS = (
