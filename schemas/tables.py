@@ -150,8 +150,8 @@ LSH_INDEX = Table(
     schema=_schema(
         ("doc_id", StringType(), False),
         ("text_hash", StringType(), False),
-        ("signature", ArrayType(IntegerType(), False), False),
-        ("band_hashes", ArrayType(LongType(), False), False),
+        ("signature", ArrayType(IntegerType(), True), False),
+        ("band_hashes", ArrayType(LongType(), True), False),
         ("run_id", StringType(), False),
     ),
 )
