@@ -12,7 +12,7 @@ export PATH := $(BIN):$(PATH)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(BIN)/python
 
-.PHONY: setup system-deps jars spark-conf demo sample test bench lint clean
+.PHONY: setup system-deps jars spark-conf demo sample test bench bench-1m lint clean
 
 setup: system-deps $(VENV)/.installed jars spark-conf
 
@@ -49,12 +49,18 @@ sample: setup
 # The embedded default: local Spark, Delta under ./lake, the generated sample crawl.
 demo: sample
 	$(BIN)/spark-submit jobs/ingest.py --root $(LAKE) --input '$(SAMPLE)/*.warc.gz'
+	$(BIN)/spark-submit jobs/dedup.py --root $(LAKE)
 
 test: setup
 	$(BIN)/python -m pytest
 
 bench: setup
 	$(BIN)/python tests/bench/bench_ingest.py
+	$(BIN)/python tests/bench/bench_dedup.py --docs 100000
+
+# The 1M-document dedup run (tens of minutes on 2 cores).
+bench-1m: setup
+	$(BIN)/python tests/bench/bench_dedup.py --docs 100000 --docs 1000000
 
 lint: setup
 	$(BIN)/ruff check .
