@@ -221,6 +221,8 @@ def dedup(ctx: JobContext) -> None:
             "representative",
             "cluster_size",
             F.when(F.col("node") == F.col("representative"), "representative")
+            # Kept by an earlier run and never dropped, though now linked to another cluster.
+            .when(F.col("old"), "kept_earlier")
             .when(F.col("text_hash") == F.col("rep_hash"), "exact")
             .otherwise("near").alias("kind"),
             F.format_number(F.col("similarity"), 4).alias("similarity"),
@@ -231,7 +233,7 @@ def dedup(ctx: JobContext) -> None:
     with ctx.step("choose representatives"):
         members.write.mode("overwrite").parquet(f"{staging}/members")
     members = spark.read.parquet(f"{staging}/members")
-    dropped = members.where("kind != 'representative' and not old")
+    dropped = members.where("kind in ('exact', 'near')")
 
     # 5. Outputs: rejections first, then the kept table and the index (see ingest for why
     # the order makes kill-and-rerun safe: rejected ids are excluded on the rerun).
@@ -256,7 +258,7 @@ def dedup(ctx: JobContext) -> None:
             F.lit(None).cast("string").alias("source_path"),
             F.lit(None).cast("long").alias("record_offset"),
         )
-        ctx.add_rejections(rejects.unionByName(boiler))
+        ctx.add_rejections(rejects.unionByName(boiler), replace_stage=not incremental)
 
     kept = docs.join(dropped.select("doc_id"), "doc_id", "left_anti").join(
         empties.select("doc_id"), "doc_id", "left_anti")

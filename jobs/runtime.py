@@ -148,10 +148,14 @@ def conform(df: Any, table: Table) -> Any:
     return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in table.schema])
 
 
-def merge_rows(spark: Any, path: str, table: Table, df: Any, *, update: bool) -> int:
+def merge_rows(
+    spark: Any, path: str, table: Table, df: Any, *, update: bool, replace_where: str | None = None
+) -> int:
     """Idempotent write keyed by the table's key columns: new keys are inserted; existing
     ones are left alone (update=False: a rerun changes nothing) or replaced (update=True:
-    ledgers). One Delta commit, so a crash leaves the old or the new version."""
+    ledgers). With `replace_where` (a condition on the target, e.g. one stage's rows), target
+    rows that match it but are absent from `df` are deleted: the slice is replaced. One Delta
+    commit either way, so a crash leaves the old or the new version."""
     from delta.tables import DeltaTable
 
     ensure_table(spark, path, table)
@@ -159,7 +163,10 @@ def merge_rows(spark: Any, path: str, table: Table, df: Any, *, update: bool) ->
     merge = DeltaTable.forPath(spark, path).alias("t").merge(conform(df, table).alias("s"), cond)
     if update:
         merge = merge.whenMatchedUpdateAll()
-    merge.whenNotMatchedInsertAll().execute()
+    merge = merge.whenNotMatchedInsertAll()
+    if replace_where:
+        merge = merge.whenNotMatchedBySourceDelete(replace_where)
+    merge.execute()
     return delta_version(spark, path) or 0
 
 
@@ -213,16 +220,23 @@ class JobContext:
         self.input_table, self.input_version = table.name, version
         return self.spark.read.format("delta").option("versionAsOf", version).load(path)
 
-    def merge(self, table: Table, df: Any, *, update: bool = False) -> int:
-        return merge_rows(self.spark, self.path(table), table, df, update=update)
+    def merge(
+        self, table: Table, df: Any, *, update: bool = False, replace_where: str | None = None
+    ) -> int:
+        return merge_rows(
+            self.spark, self.path(table), table, df, update=update, replace_where=replace_where
+        )
 
-    def add_rejections(self, df: Any) -> int:
-        """Appends dropped documents to `rejections`; keyed by (stage, doc_id), so rerunning a
-        stage never records the same drop twice."""
+    def add_rejections(self, df: Any, *, replace_stage: bool = False) -> int:
+        """Adds dropped documents to `rejections`, keyed by (stage, doc_id), so rerunning a
+        stage never records the same drop twice. A stage that recomputes all its decisions
+        (a full rebuild) passes replace_stage=True: its earlier rows that no longer apply go
+        in the same commit."""
         from pyspark.sql import functions as F
 
         df = df.withColumn("stage", F.lit(self.job)).withColumn("run_id", F.lit(self.run_id))
-        return self.merge(REJECTIONS, df)
+        where = f"t.stage = '{self.job}'" if replace_stage else None
+        return self.merge(REJECTIONS, df, update=replace_stage, replace_where=where)
 
     def record_run(self, status: str, error: str | None = None) -> None:
         ended = None if status == "running" else datetime.now(UTC)

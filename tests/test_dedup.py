@@ -120,6 +120,11 @@ def test_full_rerun_gives_the_same_tables(spark, tiny):
         tuple(r) for r in table(spark, root, "dup_clusters").drop("run_id").collect()
     ) == clusters
     assert table(spark, root, "rejections").count() == 3
+    # A full rebuild with a stricter threshold replaces the stage's earlier decisions.
+    assert run(root, "--set", "dedup.threshold=0.99") == 0
+    reasons = {r["doc_id"]: r["reason"] for r in table(spark, root, "rejections").collect()}
+    assert reasons == {"d02": "exact_duplicate"}
+    assert {"d03", "d06"} <= {r["doc_id"] for r in table(spark, root, "deduped").collect()}
 
 
 def test_boilerplate_lines_are_removed(spark, tmp_path):

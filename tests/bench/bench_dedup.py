@@ -161,6 +161,7 @@ def main() -> int:
     parser.add_argument("--dup-fraction", type=float, default=0.2)
     parser.add_argument("--reference-docs", type=int, default=20_000)
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--verify", choices=("signature", "exact"), default="signature")
     args = parser.parse_args()
     sizes = args.docs or [100_000]
 
@@ -190,7 +191,8 @@ def main() -> int:
 
         with PeakRss() as rss:
             t0 = time.perf_counter()
-            rc = dedup.main(["--root", str(root), "--set", "dedup.boilerplate=false"])
+            rc = dedup.main(["--root", str(root), "--set", "dedup.boilerplate=false",
+                             "--set", f"dedup.verify={args.verify}"])
             wall = time.perf_counter() - t0
         assert rc == 0, rc
         rows = spark.read.format("delta").load(f"{root}/dup_clusters").select(
@@ -203,7 +205,8 @@ def main() -> int:
         rp, rr = removal_score(cluster_of, kept_ids, pairs)
         kept = spark.read.format("delta").load(f"{root}/deduped").count()
         results.append((n, wall, rss.peak, precision, recall, kept))
-        print(f"[{n:>9,} docs] generated in {gen_s:.0f}s; dedup {wall:7.1f}s wall, "
+        print(f"[{n:>9,} docs, verify={args.verify}] generated in {gen_s:.0f}s; "
+              f"dedup {wall:7.1f}s wall, "
               f"{n / wall:7.0f} docs/s ({n / wall / args.cores:.0f}/core), peak RSS "
               f"{rss.peak / 2**30:.2f} GiB, kept {kept:,}; removed docs precision {rp:.4f} "
               f"recall {rr:.4f}; same-cluster pairs precision {precision:.4f} recall "
