@@ -16,8 +16,6 @@ contains one keeps its smallest previously kept doc_id, and drops every new memb
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -35,7 +33,6 @@ from tokenmill.jobs.runtime import (
     JobError,
     delete_path,
     delta_exists,
-    ensure_table,
     job_parser,
     run_job,
 )
@@ -97,17 +94,10 @@ def cluster_edges(
     """All verified edges: exact duplicates (same text hash), new↔new LSH candidates and
     new→old LSH candidates, as (src, dst, similarity)."""
     cfg = ctx.config.dedup
-    exact_col = "shingles" if cfg.verify == "exact" else "signature"
-    nodes = new_signed.select("doc_id", "text_hash", "signature", "band_hashes", "shingles")
+    columns = ["doc_id", "text_hash", "signature", "band_hashes", "shingles"]
+    nodes = new_signed.select(*columns)
     if old_index is not None:
-        old = old_index.select(
-            "doc_id", "text_hash", "signature", "band_hashes", F.lit(None).cast(
-                "array<int>").alias("shingles")
-        )
-        if cfg.verify == "exact":
-            # Old documents keep no shingles; verify against them by signature instead.
-            exact_col = "signature"
-        nodes = nodes.unionByName(old)
+        nodes = nodes.unionByName(old_index.select(*columns))
 
     # Exact duplicates: every member → the smallest doc_id with the same hash.
     heads = nodes.groupBy("text_hash").agg(F.min("doc_id").alias("dst"), F.count("*").alias("n"))
@@ -132,10 +122,10 @@ def cluster_edges(
         ctx.counts["giant_buckets"] = giant.count()
     verified = verify_edges(
         candidates,
-        unique.select("doc_id", F.col(exact_col).alias(exact_col)),
+        unique.select("doc_id", "signature", "shingles"),
         cfg.threshold,
         cfg.num_perm,
-        exact=exact_col == "shingles",
+        exact=cfg.verify == "exact",
     )
     return exact.unionByName(verified)
 
@@ -147,9 +137,7 @@ def dedup(ctx: JobContext) -> None:
     table = pick_input(ctx)
     source = ctx.read_table(table)
     out = output_table(source)
-    staging = ctx.path(f"_staging/{JOB}")
-    delete_path(spark, staging)
-    spark.sparkContext.setCheckpointDir(ctx.path(f"_staging/{JOB}/checkpoints"))
+    delete_path(spark, ctx.staging_path())
 
     old_index, old_rejected = previously_seen(ctx) if incremental else (None, None)
     docs = source
@@ -164,31 +152,28 @@ def dedup(ctx: JobContext) -> None:
     else:
         docs = docs.withColumn("boilerplate_lines", F.lit(0))
     with ctx.step("remove boilerplate lines"):
-        docs.write.mode("overwrite").parquet(f"{staging}/docs")
-    docs = spark.read.parquet(f"{staging}/docs")
+        docs = ctx.stage(docs, "docs")
 
     # 2. Signatures (the Python part), staged so later joins never recompute them.
     params = MinHashParams(cfg.ngram, cfg.num_perm, cfg.bands, cfg.rows, cfg.seed,
                            exact_shingles=cfg.verify == "exact")
     with ctx.step("minhash signatures"):
-        minhash_signatures(docs.where(F.length(F.trim("text")) > 0), params).write.mode(
-            "overwrite").parquet(f"{staging}/signed")
-    signed = spark.read.parquet(f"{staging}/signed")
+        signed = ctx.stage(
+            minhash_signatures(docs.where(F.length(F.trim("text")) > 0), params), "signed"
+        )
 
     # 3. Verified edges → clusters.
     edges = cluster_edges(ctx, signed, old_index, params)
     with ctx.step("band join and verification"):
-        edges.write.mode("overwrite").parquet(f"{staging}/edges")
-    edges = spark.read.parquet(f"{staging}/edges")
+        edges = ctx.stage(edges, "edges")
     with ctx.step("connected components"):
         result = connected_components(
             edges.select("src", "dst"),
-            checkpoint_dir=ctx.path(f"_staging/{JOB}/checkpoints"),
+            checkpoint_dir=ctx.staging_path("checkpoints"),
             checkpoint_every=cfg.checkpoint_every,
         )
-        result.components.write.mode("overwrite").parquet(f"{staging}/components")
+        components = ctx.stage(result.components, "components")
         ctx.notes.append(f"cc_iterations={result.iterations}")
-    components = spark.read.parquet(f"{staging}/components")
 
     # 4. Representatives: a previously kept document wins, then the smallest doc_id.
     if old_index is not None:
@@ -231,8 +216,7 @@ def dedup(ctx: JobContext) -> None:
         )
     )
     with ctx.step("choose representatives"):
-        members.write.mode("overwrite").parquet(f"{staging}/members")
-    members = spark.read.parquet(f"{staging}/members")
+        members = ctx.stage(members, "members")
     dropped = members.where("kind in ('exact', 'near')")
 
     # 5. Outputs: rejections first, then the kept table and the index (see ingest for why
@@ -267,21 +251,22 @@ def dedup(ctx: JobContext) -> None:
         if incremental:
             ctx.output_version = ctx.merge(out, kept)
         else:
-            ctx.output_version = overwrite(ctx, out, kept)
+            ctx.output_version = ctx.overwrite(out, kept)
     with ctx.step("write dup_clusters"):
         clusters = members.drop("old")
         if incremental:
             ctx.merge(DUP_CLUSTERS, clusters, update=True)
         else:
-            overwrite(ctx, DUP_CLUSTERS, clusters)
+            ctx.overwrite(DUP_CLUSTERS, clusters)
     with ctx.step("write lsh_index"):
         index_rows = signed.join(kept.select("doc_id"), "doc_id", "left_semi").select(
-            "doc_id", "text_hash", "signature", "band_hashes", F.lit(ctx.run_id).alias("run_id")
+            "doc_id", "text_hash", "signature", "band_hashes", "shingles",
+            F.lit(ctx.run_id).alias("run_id"),
         )
         if incremental:
             ctx.merge(LSH_INDEX, index_rows)
         else:
-            overwrite(ctx, LSH_INDEX, index_rows)
+            ctx.overwrite(LSH_INDEX, index_rows)
 
     with ctx.step("count outcomes"):
         counts = dropped.groupBy("kind").count().collect()
@@ -294,18 +279,7 @@ def dedup(ctx: JobContext) -> None:
             "boilerplate_only"]
         ctx.counts["clusters"] = members.where("kind = 'representative'").count()
     ctx.notes.append("mode=incremental" if incremental else "mode=full")
-    delete_path(spark, staging)
-
-
-def overwrite(ctx: JobContext, table: Table, df: Any) -> int:
-    """Full rebuild: the whole table replaced in one Delta commit."""
-    from tokenmill.jobs.runtime import conform, delta_version
-
-    path = ctx.path(table)
-    ensure_table(ctx.spark, path, table)
-    conform(df, table).write.format("delta").mode("overwrite").option(
-        "overwriteSchema", "true").save(path)
-    return delta_version(ctx.spark, path) or 0
+    delete_path(spark, ctx.staging_path())
 
 
 def main(argv: list[str] | None = None) -> int:

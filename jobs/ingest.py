@@ -235,22 +235,18 @@ def ingest_warcs(ctx: JobContext, paths: list[str]) -> None:
     sc = ctx.spark.sparkContext
     # Staging of runs that were killed is garbage now (their files are not in the ledger and
     # are extracted again below); one writer per lake, so clearing it is safe.
-    delete_path(ctx.spark, ctx.path(f"_staging/{JOB}"))
-    staging = ctx.path(f"_staging/{JOB}/{ctx.run_id}")
+    delete_path(ctx.spark, ctx.staging_path())
     slices = max(1, math.ceil(len(paths) / cfg.files_per_task))
     path_df = ctx.spark.createDataFrame(
         sc.parallelize([(p,) for p in paths], slices), "path string"
     )
     with ctx.step("extract text from WARC files"):
-        path_df.mapInArrow(make_warc_reader(cfg), STAGING_DDL).write.mode("overwrite").parquet(
-            staging
-        )
-    staged = ctx.spark.read.parquet(staging)
+        staged = ctx.stage(path_df.mapInArrow(make_warc_reader(cfg), STAGING_DDL), ctx.run_id)
     with ctx.step("count outcomes"):
         count_outcomes(ctx, staged)
     write_outputs(ctx, staged)
     with ctx.step("clean staging"):
-        delete_path(ctx.spark, staging)
+        delete_path(ctx.spark, ctx.staging_path())
 
 
 def ingest_records(ctx: JobContext, paths: list[str], fmt: str) -> None:
@@ -292,14 +288,12 @@ def ingest_records(ctx: JobContext, paths: list[str], fmt: str) -> None:
             }
         )
 
-    staging = ctx.path(f"_staging/{JOB}/{ctx.run_id}")
     good = (F.col("key").isNotNull() & (F.length("key") > 0) & F.col("text").isNotNull()
             & (F.length(F.trim("text")) >= F.lit(max(1, cfg.min_text_chars))))
     with ctx.step(f"read {fmt} records"):
-        rows.withColumn("d", derive("key", "text", "url")).withColumn(
-            "ok", good
-        ).write.mode("overwrite").parquet(staging)
-    staged_raw = ctx.spark.read.parquet(staging)
+        staged_raw = ctx.stage(
+            rows.withColumn("d", derive("key", "text", "url")).withColumn("ok", good), ctx.run_id
+        )
     docs = staged_raw.where("ok").select(
         F.lit("doc").alias("kind"),
         "d.doc_id",
@@ -353,7 +347,7 @@ def ingest_records(ctx: JobContext, paths: list[str], fmt: str) -> None:
         count_outcomes(ctx, staged)
     write_outputs(ctx, staged)
     with ctx.step("clean staging"):
-        delete_path(ctx.spark, staging)
+        delete_path(ctx.spark, ctx.staging_path())
 
 
 def ingest(ctx: JobContext) -> None:

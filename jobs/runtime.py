@@ -227,6 +227,29 @@ class JobContext:
             self.spark, self.path(table), table, df, update=update, replace_where=replace_where
         )
 
+    def staging_path(self, name: str = "") -> str:
+        """Scratch space of this job under the lake (`_staging/<job>/…`), cleared by the job;
+        one writer per lake, so a killed run's leftovers are simply overwritten."""
+        base = self.path(f"_staging/{self.job}")
+        return f"{base}/{name}" if name else base
+
+    def stage(self, df: Any, name: str) -> Any:
+        """Materialises an intermediate result as Parquet and reads it back, so the steps
+        after it never recompute it (Python UDF work above all) and its lineage ends here."""
+        path = self.staging_path(name)
+        df.write.mode("overwrite").parquet(path)
+        return self.spark.read.parquet(path)
+
+    def overwrite(self, table: Table, df: Any) -> int:
+        """A full rebuild: the whole table replaced in one Delta commit (readers see the old
+        or the new version, never a mix)."""
+        path = self.path(table)
+        ensure_table(self.spark, path, table)
+        conform(df, table).write.format("delta").mode("overwrite").option(
+            "overwriteSchema", "true"
+        ).save(path)
+        return delta_version(self.spark, path) or 0
+
     def add_rejections(self, df: Any, *, replace_stage: bool = False) -> int:
         """Adds dropped documents to `rejections`, keyed by (stage, doc_id), so rerunning a
         stage never records the same drop twice. A stage that recomputes all its decisions

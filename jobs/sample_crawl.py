@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill.udfs.ids import doc_id_from_record_id
+from tokenmill.udfs.minhash import word_shingles as minhash_shingles
+from tokenmill.udfs.text import normalise_for_dedup
 
 CRAWL_NAME = "CC-MAIN-SAMPLE"
 LABELS_FILE = "labels.jsonl"
@@ -74,31 +76,14 @@ _PAGE_TYPES = ("request", "response", "metadata")
 
 
 def normalise_for_shingles(text: str) -> str:
-    """Lowercase, strip accents (NFKD minus combining marks), digits to "0", anything that is
-    not a letter, digit or whitespace to a space, whitespace collapsed."""
-    decomposed = unicodedata.normalize("NFKD", text.lower())
-    out = []
-    for ch in decomposed:
-        if unicodedata.combining(ch):
-            continue
-        if ch.isdigit():
-            out.append("0")
-        elif ch.isalpha() or ch.isspace():
-            out.append(ch)
-        else:
-            out.append(" ")
-    return " ".join("".join(out).split())
+    """The dedup stage's normalisation (lowercase, no diacritics, digits → 0, punctuation →
+    space, whitespace collapsed)."""
+    return normalise_for_dedup(text)
 
 
 def word_shingles(text: str, n: int = 5) -> set[str]:
-    """Set of word n-grams (joined by one space) of the normalised text. A text shorter than n
-    words is one shingle, so short documents still compare."""
-    words = normalise_for_shingles(text).split()
-    if not words:
-        return set()
-    if len(words) < n:
-        return {" ".join(words)}
-    return {" ".join(words[i : i + n]) for i in range(len(words) - n + 1)}
+    """The dedup stage's word n-gram shingles, as a set."""
+    return set(minhash_shingles(text, n))
 
 
 def jaccard(a: set[str], b: set[str]) -> float:

@@ -152,6 +152,9 @@ LSH_INDEX = Table(
         ("text_hash", StringType(), False),
         ("signature", ArrayType(IntegerType(), True), False),
         ("band_hashes", ArrayType(LongType(), True), False),
+        # The shingle hashes (uint32 as int32), kept when dedup.verify is `exact` so that new
+        # documents are verified exactly against old ones too.
+        ("shingles", ArrayType(IntegerType(), True), True),
         ("run_id", StringType(), False),
     ),
 )

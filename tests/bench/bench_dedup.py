@@ -161,7 +161,7 @@ def main() -> int:
     parser.add_argument("--dup-fraction", type=float, default=0.2)
     parser.add_argument("--reference-docs", type=int, default=20_000)
     parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--verify", choices=("signature", "exact"), default="signature")
+    parser.add_argument("--verify", choices=("signature", "exact"), default="exact")
     args = parser.parse_args()
     sizes = args.docs or [100_000]
 
