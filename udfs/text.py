@@ -8,9 +8,9 @@ import sys
 import unicodedata
 from functools import lru_cache
 
-_NON_WORD = re.compile(r"[^\w\s]|_", re.UNICODE)
+# One pass turns every run of punctuation, underscores and whitespace into one space.
+_NON_WORD_RUN = re.compile(r"[\W_]+", re.UNICODE)
 _DIGIT = re.compile(r"\d", re.UNICODE)
-_SPACE = re.compile(r"\s+", re.UNICODE)
 
 
 @lru_cache(maxsize=1)
@@ -29,7 +29,7 @@ def normalise_for_dedup(text: str) -> str:
         stripped = lowered
     else:
         stripped = unicodedata.normalize("NFKD", lowered).translate(_combining_marks())
-    return _SPACE.sub(" ", _NON_WORD.sub(" ", _DIGIT.sub("0", stripped))).strip()
+    return _NON_WORD_RUN.sub(" ", _DIGIT.sub("0", stripped)).strip()
 
 
 def text_hash(text: str) -> str:
