@@ -159,7 +159,6 @@ LSH_INDEX = Table(
     ),
 )
 
-ALL_TABLES = (DOCS, WARCS, REJECTIONS, RUNS, DUP_CLUSTERS, LSH_INDEX)
 
 # Ingest's reasons for dropping a record; the sample crawl's labels use the same strings.
 INGEST_REASONS = (
@@ -170,9 +169,10 @@ INGEST_REASONS = (
     "truncated_record",  # fewer payload bytes than the record declares (file cut short)
     "undecodable",  # too many invalid or control characters after charset decoding
     "empty_text",  # nothing left after main-text extraction
+    "extract_error",  # the extractor raised on the page
     "corrupt_record",  # unreadable bytes (gzip or WARC framing); reading resumed after them
     "duplicate_record_id",  # the same record id twice in one run's input
     "bad_source_row",  # a JSONL/Parquet row without an id or text
 )
-# Counted in runs.counts but not documents, so they get no rejection rows.
-INGEST_FILE_REASONS = ("empty_file", "unreadable_file")
+# File-level outcomes ("empty_file", "unreadable_file", "failed_file") are counted in
+# runs.counts; they are not documents, so they get no rejection rows.

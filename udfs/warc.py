@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import IO, Any
 
 from fastwarc.warc import ArchiveIterator, WarcRecordType
@@ -212,7 +212,3 @@ def read_warc_file(
         yield file_row("failed", "no readable WARC record: " + errors[0], None)
     else:
         yield file_row("done", "; ".join(errors) or None)
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
