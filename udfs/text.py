@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sys
 import unicodedata
 from functools import lru_cache
+from pathlib import Path
 
 # One pass turns every run of punctuation, underscores and whitespace into one space.
 _NON_WORD_RUN = re.compile(r"[\W_]+", re.UNICODE)
@@ -35,3 +37,19 @@ def normalise_for_dedup(text: str) -> str:
 def text_hash(text: str) -> str:
     """sha1 of the normalised text: the exact-duplicate key stored in `docs.text_hash`."""
     return hashlib.sha1(normalise_for_dedup(text).encode("utf-8")).hexdigest()
+
+
+def read_list_file(path: str | os.PathLike[str], what: str = "list") -> list[str]:
+    """Entries of a one-per-line list file (blocklists, word lists): lowercased, stripped,
+    `#` comment lines and blanks skipped. An odd byte is replaced rather than failing the load
+    (UT1's files are mostly ASCII, not guaranteed)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{what} not found: {p}")
+    entries = []
+    with p.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            entry = line.strip().lower()
+            if entry and not entry.startswith("#"):
+                entries.append(entry)
+    return entries
