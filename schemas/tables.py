@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pyspark.sql.types import (
     ArrayType,
     DataType,
+    DoubleType,
     IntegerType,
     LongType,
     MapType,
@@ -176,3 +177,101 @@ INGEST_REASONS = (
 )
 # File-level outcomes ("empty_file", "unreadable_file", "failed_file") are counted in
 # runs.counts; they are not documents, so they get no rejection rows.
+
+
+# --------------------------------------------------------------------------- filter stages
+# Each filter stage writes its kept rows as a table named after the stage: the input's columns
+# plus the stage's signal columns (so signals accumulate down the pipeline). Its signals for
+# every input document, kept or not, live in `<stage>_signals`, keyed by doc_id and by what
+# they were computed from (`input_hash` of text and url, `signals_key` of the models, lists
+# and parameters): a changed threshold re-applies the predicate without recomputing them.
+LANGID_NAME = "langid"
+URLFILTER_NAME = "urlfilter"
+QUALITY_NAME = "quality"
+FILTER_STAGES = (LANGID_NAME, URLFILTER_NAME, QUALITY_NAME)
+
+LANGID_SIGNALS: tuple[tuple[str, DataType], ...] = (
+    ("lang", StringType()),  # fastText lid.176's top label (None for empty text)
+    ("lang_score", DoubleType()),
+    ("lang2", StringType()),  # second-best label: mixed-language pages show here
+    ("lang2_score", DoubleType()),
+)
+
+URLFILTER_SIGNALS: tuple[tuple[str, DataType], ...] = (
+    ("url_blocked", StringType()),  # domain | host | url | word | subword | None
+    ("url_match", StringType()),  # the list entry that matched
+    ("url_soft_words", IntegerType()),  # soft-banned words in the URL
+)
+
+_I, _D = IntegerType(), DoubleType()
+QUALITY_SIGNALS: tuple[tuple[str, DataType], ...] = (
+    # repair (ftfy)
+    ("ftfy_fixed", _I), ("mojibake_per_kchar", _D), ("replacement_char_fraction", _D),
+    # Gopher repetition
+    ("dup_line_fraction", _D), ("dup_para_fraction", _D),
+    ("dup_line_char_fraction", _D), ("dup_para_char_fraction", _D),
+    ("top_2gram_char_fraction", _D), ("top_3gram_char_fraction", _D),
+    ("top_4gram_char_fraction", _D),
+    *((f"dup_{n}gram_char_fraction", _D) for n in range(5, 11)),
+    # Gopher quality
+    ("words", _I), ("mean_word_length", _D), ("hash_ratio", _D), ("ellipsis_ratio", _D),
+    ("bullet_lines_ratio", _D), ("ellipsis_lines_ratio", _D), ("alpha_words_ratio", _D),
+    ("stop_words", _I),
+    # C4 (after its line cleaning, which rewrites `text`)
+    ("c4_lines_removed", _I), ("c4_chars_removed", _I), ("c4_lines_kept", _I),
+    ("c4_sentences", _I), ("c4_lorem_ipsum", _I), ("c4_curly_bracket", _I),
+    # FineWeb
+    ("line_punct_ratio", _D), ("short_line_ratio", _D), ("char_dup_ratio", _D),
+    ("newline_ratio", _D),
+    # cc_net perplexity (None where the language has no model) and toxicity
+    ("perplexity", _D),
+    ("toxic_words", _I), ("toxic_word_ratio", _D), ("toxic_score", _D),
+)
+# Columns of the input that the quality stage rewrites (C4 line cleaning changes the text).
+QUALITY_REWRITES: tuple[tuple[str, DataType], ...] = (
+    ("text", StringType()), ("text_length", IntegerType()), ("text_hash", StringType()),
+)
+# Derived at predicate time from the stored cutoffs, so re-thresholding stays cheap.
+QUALITY_DERIVED: tuple[tuple[str, DataType], ...] = (("ppl_bucket", StringType()),)
+
+PERPLEXITY_CUTOFFS = Table(
+    name="perplexity_cutoffs",
+    version=1,
+    key=("lang",),
+    description="Per-language perplexity percentiles the quality stage buckets by (cc_net).",
+    schema=_schema(
+        ("lang", StringType(), False),
+        ("head_max", DoubleType(), False),  # perplexity at the head percentile
+        ("middle_max", DoubleType(), False),  # perplexity at the tail percentile
+        ("docs", LongType(), False),
+        ("model_fingerprint", StringType(), True),
+        ("run_id", StringType(), False),
+    ),
+)
+
+# Reasons of the filter stages (quality's rule reasons live in udfs/quality.QUALITY_RULES).
+LANGID_REASONS = ("no_language", "lang_not_target", "lang_low_score")
+URLFILTER_REASONS = (
+    "blocked_domain", "blocked_host", "blocked_url", "blocked_word", "blocked_subword",
+    "soft_url_words",
+)
+QUALITY_EXTRA_REASONS = ("perplexity_bucket", "max_perplexity", "toxic_words", "toxic_classifier")
+
+
+def signals_table(stage: str, signals: tuple[tuple[str, DataType], ...],
+                  rewrites: tuple[tuple[str, DataType], ...] = ()) -> Table:
+    """`<stage>_signals`: one row per input document with the stage's signals."""
+    return Table(
+        name=f"{stage}_signals",
+        version=1,
+        key=("doc_id",),
+        description=f"The {stage} stage's signals for every document it has seen.",
+        schema=_schema(
+            ("doc_id", StringType(), False),
+            ("input_hash", StringType(), False),
+            ("signals_key", StringType(), False),
+            *((n, t, True) for n, t in rewrites),
+            *((n, t, True) for n, t in signals),
+            ("run_id", StringType(), False),
+        ),
+    )

@@ -227,6 +227,7 @@ def test_default_counts_per_file(crawl: dict[str, Any]) -> None:
         assert kinds["pii"] == 3
         assert kinds["spam"] == 2
         assert kinds["low_quality"] == 2
+        assert kinds["blocked_url"] == kinds["mojibake"] == kinds["garbled"] == 1
         assert kinds["http_404"] == kinds["http_redirect"] == 1
     first = Counter(lab["kind"] for lab in _labels_of(crawl, names[0]))
     assert first["legacy_charset"] == 2
@@ -248,7 +249,8 @@ def test_labels_are_consistent(crawl: dict[str, Any]) -> None:
         assert re.fullmatch(r"<urn:uuid:[0-9a-f-]{36}>", lab["record_id"])
         assert lab["url"].startswith(f"https://{lab['host']}/")
         kept = lab["kind"] in {"article", "exact_duplicate", "near_duplicate", "pii", "spam",
-                               "low_quality", "legacy_charset"}
+                               "low_quality", "legacy_charset", "blocked_url", "mojibake",
+                               "garbled"}
         assert (lab["expected_ingest"] == KEPT) == kept
         if kept:
             assert lab["lang"] in {"en", "de", "fr", "es", "ru", "zh"}
@@ -256,6 +258,43 @@ def test_labels_are_consistent(crawl: dict[str, Any]) -> None:
     assert len(urls) == len(set(urls))
     doc_ids = [lab["doc_id"] for lab in crawl["labels"] if lab["doc_id"]]
     assert len(doc_ids) == len(set(doc_ids))
+
+
+def test_filter_expectations_follow_the_kinds(crawl: dict[str, Any]) -> None:
+    for lab in crawl["labels"]:
+        expected = lab["expected_filter"]
+        if lab["expected_ingest"] != KEPT:
+            assert expected is None
+        elif lab["lang"] != "en":
+            assert expected == "langid:lang_not_target"
+        else:
+            assert expected == {
+                "blocked_url": "urlfilter:blocked_domain",
+                "garbled": "quality:unrepairable_text",
+                "spam": "dropped",
+                "low_quality": "dropped",
+            }.get(lab["kind"], "kept")
+
+
+def test_repair_pages_are_broken_the_documented_way(crawl: dict[str, Any]) -> None:
+    import ftfy
+
+    by_id = {lab["record_id"]: lab for lab in crawl["labels"] if lab["kind"] in
+             ("mojibake", "garbled")}
+    seen = Counter()
+    # fastwarc stops at the planted damage of the first two files; the last file is whole.
+    for path in sorted(crawl["out"].glob("*.warc.gz")):
+        for rec in _read_fastwarc(path)[0]:
+            lab = by_id.get(rec["record_id"])
+            if lab is None or rec["type"] != "response":
+                continue
+            seen[lab["kind"]] += 1
+            html = rec["body"].decode("utf-8")
+            if lab["kind"] == "mojibake":
+                assert "cafÃ©" in html and "café" in ftfy.fix_text(html)
+            else:
+                assert "caf\ufffd" in html and "é" not in html
+    assert len(by_id) == 6 and seen["mojibake"] >= 1 and seen["garbled"] >= 1
 
 
 def test_mostly_english_articles(crawl: dict[str, Any]) -> None:
