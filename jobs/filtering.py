@@ -20,7 +20,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tokenmill.jobs.runtime import JobContext, JobError, delete_path, delta_exists
+from tokenmill.jobs.runtime import (
+    JobContext,
+    JobError,
+    delete_path,
+    delta_exists,
+    ensure_table,
+)
 from tokenmill.schemas.tables import Table, signals_table
 
 Rule = tuple[str, Any]  # (reason, Spark Column that is true when the document fails)
@@ -196,6 +202,7 @@ def run_filter_stage(
             ctx.merge(sig_table, staged, update=True)
 
     with ctx.step("apply predicate"):
+        ensure_table(spark, sig_path, sig_table)  # an empty input computes nothing
         sig = (
             spark.read.format("delta").load(sig_path)
             .where(F.col("signals_key") == key)

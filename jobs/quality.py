@@ -177,7 +177,7 @@ def bucket_derivation(ctx: JobContext, models: dict[str, dict[str, Any]]) -> Any
             PERPLEXITY_CUTOFFS, ctx.spark.createDataFrame(cutoffs, PERPLEXITY_CUTOFFS.schema)
         )
         for c in cutoffs:
-            ctx.notes.append(f"ppl[{c['lang']}]<={c['head_max']:.0f}/{c['middle_max']:.0f}")
+            ctx.notes.append(f"ppl[{c['lang']}]<={c['head_max']:.1f}/{c['middle_max']:.1f}")
         cut = ctx.spark.createDataFrame(
             [(c["lang"], c["head_max"], c["middle_max"]) for c in cutoffs],
             "lang string, _head_max double, _middle_max double",

@@ -341,7 +341,9 @@ class JobContext:
 
     def summary(self, status: str, seconds: float) -> str:
         reasons = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()) if v)
-        out = f"{self.output_table}@v{self.output_version}" if self.output_table else "-"
+        out = self.output_table or "-"
+        if self.output_table and self.output_version is not None:
+            out = f"{out}@v{self.output_version}"
         parts = [
             f"{self.job} {status}",
             f"run={self.run_id}",

@@ -306,3 +306,13 @@ def test_spark_submit_runs_a_filter_stage_as_documented(spark, lake, tmp_path):
     assert "urlfilter succeeded" in out.stdout
     # Nothing to recompute: the summary counts reused signals only (zero counts are omitted).
     assert "signals_reused=" in out.stdout and "signals_computed=" not in out.stdout
+
+
+def test_empty_input_gives_empty_tables(spark, tmp_path):
+    write_docs(spark, tmp_path, [])
+    assert run(langid, tmp_path) == 0
+    assert run(quality, tmp_path, "--input-table", "langid") == 0
+    assert table(spark, tmp_path, "langid").count() == 0
+    assert table(spark, tmp_path, "quality").count() == 0
+    row = last_run(spark, tmp_path, "quality")
+    assert row["status"] == "succeeded" and row["rows_in"] == 0 and row["rows_out"] == 0
