@@ -971,7 +971,7 @@ class _Page:
     jaccard_target: float | None = None
     pii: list[dict[str, str]] = field(default_factory=list)
     charset: str | None = None
-    probe: str | None = None
+    probe: str | None = None  # a string the text extracted by ingest must contain
     article_text: str | None = None
     body: bytes = b""
 
@@ -1273,7 +1273,7 @@ class _Generator:
         text = page.body.decode("utf-8")
         if kind == "mojibake":
             broken = text.encode("utf-8").decode("cp1252").encode("utf-8")
-            page.probe = "café"
+            page.probe = "cafÃ©"  # what ingest extracts; the quality stage repairs it
         else:
             broken = "".join(c if ord(c) < 128 or c in "«»©" else "\ufffd" for c in text)
             broken = broken.encode("utf-8")
