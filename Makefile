@@ -65,6 +65,9 @@ demo: sample
 	test -f $(LAKE)/models/lm/en/model.json || $(BIN)/spark-submit jobs/train_lm.py --root $(LAKE)
 	$(BIN)/spark-submit jobs/quality.py --root $(LAKE)
 	$(BIN)/spark-submit jobs/dedup.py --root $(LAKE)
+	$(BIN)/spark-submit jobs/pii.py --root $(LAKE)
+	$(BIN)/spark-submit jobs/train_tokenizer.py --root $(LAKE)
+	$(BIN)/spark-submit jobs/tokenize_shards.py --root $(LAKE)
 
 test: setup
 	$(BIN)/python -m pytest

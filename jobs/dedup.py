@@ -30,10 +30,10 @@ from tokenmill.dedup.lsh import (
 )
 from tokenmill.jobs.runtime import (
     JobContext,
-    JobError,
     delete_path,
     delta_exists,
     job_parser,
+    pick_input_table,
     run_job,
 )
 from tokenmill.schemas.tables import (
@@ -52,11 +52,8 @@ INPUT_CANDIDATES = ("quality", "urlfilter", "langid", DOCS.name)
 
 
 def pick_input(ctx: JobContext) -> Table:
-    names = [ctx.args.input_table] if ctx.args.input_table else list(INPUT_CANDIDATES)
-    for name in names:
-        if delta_exists(ctx.spark, ctx.path(name)):
-            return Table(name=name, schema=None, version=0, key=("doc_id",), description="")
-    raise JobError(f"no input table: none of {', '.join(names)} exists under {ctx.root}")
+    name = pick_input_table(ctx, INPUT_CANDIDATES)
+    return Table(name=name, schema=None, version=0, key=("doc_id",), description="")
 
 
 def output_table(input_df: DataFrame) -> Table:

@@ -26,6 +26,7 @@ from tokenmill.jobs.runtime import (
     delete_path,
     delta_exists,
     ensure_table,
+    pick_input_table,
 )
 from tokenmill.schemas.tables import Table, signals_table
 
@@ -40,6 +41,11 @@ class FilterStage:
     description: str
     rewrites: tuple[tuple[str, Any], ...] = ()  # input columns the signal pass replaces
     derived: tuple[tuple[str, Any], ...] = ()  # columns added at predicate time
+    output: str = ""  # output table when it is not named after the stage
+
+    @property
+    def output_name(self) -> str:
+        return self.output or self.name
 
     @property
     def signals_table(self) -> Table:
@@ -50,14 +56,6 @@ def signals_key(**parts: Any) -> str:
     """Fingerprint of everything a stage's signals depend on besides the document itself."""
     blob = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def pick_input(ctx: JobContext, stage: FilterStage) -> str:
-    names = [ctx.args.input_table] if ctx.args.input_table else list(stage.inputs)
-    for name in names:
-        if delta_exists(ctx.spark, ctx.path(name)):
-            return name
-    raise JobError(f"no input table: none of {', '.join(names)} exists under {ctx.root}")
 
 
 def arrow_batch(columns: dict[str, list[Any]], schema: Any) -> Any:
@@ -153,7 +151,7 @@ def run_filter_stage(
     from pyspark.sql import functions as F
 
     spark = ctx.spark
-    source = pick_input(ctx, stage)
+    source = pick_input_table(ctx, stage.inputs)
     sig_table = stage.signals_table
     sig_path = ctx.path(sig_table)
     inp = ctx.read_table(Table(source, None, 0, ("doc_id",), ""))
@@ -217,14 +215,14 @@ def run_filter_stage(
     output_columns = [c for c in decided.columns if c not in ("_reason", "_input_hash")]
     kept = decided.where(F.col("_reason").isNull()).select(*output_columns)
     output = Table(
-        name=stage.name,
+        name=stage.output_name,
         schema=kept.schema,
         version=1,
         key=("doc_id",),
         description=stage.description,
     )
     with ctx.step("write kept documents"):
-        ctx.output_table = stage.name
+        ctx.output_table = stage.output_name
         ctx.output_version = ctx.overwrite(output, kept)
 
     signal_names = [n for n, _ in (*stage.signals, *stage.derived)]

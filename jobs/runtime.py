@@ -227,6 +227,15 @@ def local_copy(shipped: str) -> str:
     return shipped
 
 
+def pick_input_table(ctx: Any, candidates: tuple[str, ...] | list[str]) -> str:
+    """--input-table if given, else the first candidate table that exists under the root."""
+    names = [ctx.args.input_table] if getattr(ctx.args, "input_table", None) else list(candidates)
+    for name in names:
+        if delta_exists(ctx.spark, ctx.path(name)):
+            return name
+    raise JobError(f"no input table: none of {', '.join(names)} exists under {ctx.root}")
+
+
 # --------------------------------------------------------------------------- job context
 
 

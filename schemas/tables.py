@@ -189,6 +189,7 @@ LANGID_NAME = "langid"
 URLFILTER_NAME = "urlfilter"
 QUALITY_NAME = "quality"
 FILTER_STAGES = (LANGID_NAME, URLFILTER_NAME, QUALITY_NAME)
+CLEAN_NAME = "clean"  # the PII stage's output: masked text, nothing dropped
 
 LANGID_SIGNALS: tuple[tuple[str, DataType], ...] = (
     ("lang", StringType()),  # fastText lid.176's top label (None for empty text)
@@ -275,3 +276,29 @@ def signals_table(stage: str, signals: tuple[tuple[str, DataType], ...],
             ("run_id", StringType(), False),
         ),
     )
+
+
+# The PII stage's signals: masked matches per entity type (column per type, fixed order).
+PII_SIGNALS: tuple[tuple[str, DataType], ...] = tuple(
+    (f"pii_{t.lower()}", IntegerType())
+    for t in ("EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IP_ADDRESS", "IBAN_CODE",
+              "US_SSN", "PERSON")
+) + (("pii_masked", IntegerType()),)
+
+SHARD_DOCS = Table(
+    name="shard_docs",
+    version=1,
+    key=("shard", "doc_index"),
+    description=(
+        "Which document each .idx entry of a token shard holds: the trainer maps a batch back "
+        "to doc_ids through it (quarantine), a data engineer a doc_id to its tokens."
+    ),
+    schema=_schema(
+        ("shard", StringType(), False),  # <run_id>/<source>/part-NNNNN, relative to shards/
+        ("doc_index", LongType(), False),  # the document's position in the .idx
+        ("doc_id", StringType(), False),
+        ("source", StringType(), False),
+        ("tokens", LongType(), False),  # including the EOS token
+        ("run_id", StringType(), False),
+    ),
+)

@@ -1,0 +1,180 @@
+"""Encodes the clean table with the trained tokenizer into Megatron-LM indexed-dataset shards.
+
+    spark-submit jobs/tokenize_shards.py --root lake
+
+(Not `jobs/tokenize.py`: spark-submit puts the script's folder first on the driver's and the
+Python workers' sys.path, where a file named tokenize.py would replace the standard library's
+`tokenize` for everything that imports it, inspect and linecache among them.)
+
+Reads `clean` (else the newest cleaned table; --input-table) and the tokenizer named by
+`<root>/tokenizer/latest.json`. Documents are hashed by doc_id into shards.partitions Spark
+partitions; each task encodes its documents in doc_id order, Arrow batch by batch, appends
+EOS to each, and writes one `.bin`/`.idx` pair per source (tokenize/FORMAT.md; uint16 when the
+vocabulary is < 65,500, else int32) under `<root>/shards/<run_id>/<source>/`, each file
+written under a temporary name and renamed. `shard_docs` records which doc_id every `.idx`
+entry holds. The manifest (`<root>/shards/<run_id>/manifest.json`, then
+`<root>/shards/manifest.json`, written last: the commit) lists every shard with its token and
+document counts, the tokens and mixture weight of each source, the tokenizer's hash and the
+Delta versions read. Local lake roots only for now (the tasks write files directly).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from tokenmill.jobs.runtime import (
+    JobContext,
+    JobError,
+    job_parser,
+    local_copy,
+    pick_input_table,
+    read_small_text,
+    run_job,
+    ship_file,
+)
+from tokenmill.jobs.train_tokenizer import INPUTS, LATEST, TOKENIZER_DIR
+from tokenmill.schemas.tables import SHARD_DOCS, Table
+
+log = logging.getLogger(__name__)
+JOB = "tokenize_shards"
+SHARDS_DIR = "shards"
+MANIFEST = "manifest.json"
+TASK_SCHEMA = "shard string, source string, doc_index long, doc_id string, tokens long"
+
+
+def make_encoder(model: str, vocab_size: int, eos_id: int, out_dir: str) -> Any:
+    def encode(batches: Any) -> Any:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from tokenmill.jobs.tokenize_shards import sentencepiece_model
+        from tokenmill.tokenize.shards import ShardWriter
+
+        sp = sentencepiece_model(local_copy(model))
+        part = TaskContext.get().partitionId()
+        writers: dict[str, Any] = {}
+        rows: dict[str, list[Any]] = {k: [] for k in ("shard", "source", "doc_index", "doc_id",
+                                                       "tokens")}
+        try:
+            for batch in batches:
+                cols = batch.to_pydict()
+                ids = sp.encode(cols["text"])  # one call per Arrow batch
+                for doc_id, source, tokens in zip(cols["doc_id"], cols["source"], ids,
+                                                  strict=True):
+                    source = source or "other"
+                    rel = f"{source}/part-{part:05d}"
+                    if source not in writers:
+                        Path(out_dir, source).mkdir(parents=True, exist_ok=True)
+                        writers[source] = ShardWriter(Path(out_dir, rel), vocab_size)
+                    w = writers[source]
+                    rows["shard"].append(rel)
+                    rows["source"].append(source)
+                    rows["doc_index"].append(w.documents)
+                    rows["doc_id"].append(doc_id)
+                    rows["tokens"].append(len(tokens) + 1)
+                    w.add_document([*tokens, eos_id])
+            for w in writers.values():
+                w.close()
+        except BaseException:
+            for w in writers.values():
+                w.abort()
+            raise
+        if rows["shard"]:
+            yield pa.RecordBatch.from_pydict(rows)
+
+    return encode
+
+
+_MODELS: dict[str, Any] = {}
+
+
+def sentencepiece_model(path: str) -> Any:
+    """One SentencePieceProcessor per Python worker and model file."""
+    if path not in _MODELS:
+        import sentencepiece as spm
+
+        _MODELS[path] = spm.SentencePieceProcessor(model_file=path)
+    return _MODELS[path]
+
+
+def tokenize_shards(ctx: JobContext) -> None:
+    from pyspark.sql import functions as F
+
+    from tokenmill.tokenize.manifest import ShardEntry, build_manifest, write_manifest
+    from tokenmill.tokenize.shards import dtype_for_vocab
+
+    if "://" in ctx.root:
+        raise JobError("tokenize_shards writes shard files from the tasks: local roots only")
+    spark, cfg = ctx.spark, ctx.config.shards
+    latest = f"{ctx.path(TOKENIZER_DIR)}/{LATEST}"
+    try:
+        tok = json.loads(read_small_text(spark, latest))
+    except Exception:  # noqa: BLE001 - a missing file surfaces as a Java exception
+        raise JobError(f"no tokenizer at {latest}: run jobs/train_tokenizer.py first") from None
+    model_path = f"{ctx.path(TOKENIZER_DIR)}/{tok['path']}"
+    source_table = pick_input_table(ctx, INPUTS)
+    df = ctx.read_table(Table(source_table, None, 0, ("doc_id",), ""))
+    if "source" not in df.columns:
+        df = df.withColumn("source", F.lit("other"))
+    out_dir = Path(ctx.path(f"{SHARDS_DIR}/{ctx.run_id}"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    docs = (
+        df.select("doc_id", "source", "text")
+        .repartition(cfg.partitions, "doc_id")
+        .sortWithinPartitions("source", "doc_id")
+    )
+    encoder = make_encoder(ship_file(spark, model_path), tok["vocab_size"], tok["eos_id"],
+                           str(out_dir))
+    with ctx.step("encode and write shards"):
+        written = ctx.stage(docs.mapInArrow(encoder, TASK_SCHEMA), "shard_docs")
+    with ctx.step("record shard_docs"):
+        rows = written.withColumn("shard", F.concat(F.lit(f"{ctx.run_id}/"), "shard"))
+        ctx.merge(SHARD_DOCS, rows.withColumn("run_id", F.lit(ctx.run_id)))
+    with ctx.step("write the manifest"):
+        per_shard = (
+            written.groupBy("shard", "source")
+            .agg(F.count("*").alias("documents"), F.sum("tokens").alias("tokens"))
+            .orderBy("source", "shard").collect()
+        )
+        dtype = dtype_for_vocab(tok["vocab_size"]).name
+        entries = [ShardEntry(path=r["shard"], source=r["source"], documents=r["documents"],
+                              tokens=int(r["tokens"]), dtype=dtype) for r in per_shard]
+        manifest, warnings = build_manifest(
+            entries,
+            tokenizer={"path": f"../../{TOKENIZER_DIR}/{tok['path']}", "sha256": tok["sha256"],
+                       "vocab_size": tok["vocab_size"], "eos_id": tok["eos_id"]},
+            weights=cfg.weights,
+            inputs={source_table: ctx.input_version},
+            seed=cfg.seed,
+        )
+        for w in warnings:
+            log.warning("tokenize_shards: %s", w)
+        if warnings:
+            shares = ",".join(f"{k}:{v:.3f}" for k, v in manifest.weights.items())
+            ctx.notes.append(f"weights={shares}({len(warnings)} warnings)")
+        write_manifest(manifest, out_dir / MANIFEST)
+        # The lake-level manifest names shards relative to itself.
+        for e in manifest.shards:
+            e.path = f"{ctx.run_id}/{e.path}"
+        manifest.tokenizer["path"] = f"../{TOKENIZER_DIR}/{tok['path']}"
+        write_manifest(manifest, out_dir.parent / MANIFEST)
+    ctx.rows_in = ctx.rows_out = sum(e.documents for e in entries)
+    ctx.output_table = f"{SHARDS_DIR}/{MANIFEST}"
+    for source, info in manifest.sources.items():
+        ctx.counts[f"{source}_tokens"] = int(info["tokens"])
+        ctx.counts[f"{source}_documents"] = int(info["documents"])
+    ctx.counts["shards"] = len(entries)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = job_parser(JOB, "Encode the clean table into token shards and write the manifest.")
+    parser.add_argument("--input-table", help=f"table to encode (default: first of {INPUTS})")
+    return run_job(JOB, parser, tokenize_shards, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
