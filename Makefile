@@ -75,6 +75,7 @@ test: setup
 bench: setup
 	$(BIN)/python tests/bench/bench_ingest.py
 	$(BIN)/python tests/bench/bench_filters.py
+	$(BIN)/python tests/bench/bench_pii_tokenize.py
 	$(BIN)/python tests/bench/bench_dedup.py --docs 100000
 
 # The 1M-document dedup run (tens of minutes on 2 cores).

@@ -107,3 +107,31 @@ def test_missing_tokenizer_is_a_clear_error(spark, tmp_path, capsys):
     write_clean(spark, tmp_path)
     assert tokenize_shards.main(["--root", str(tmp_path), *SETS]) == 2
     assert "run jobs/train_tokenizer.py first" in capsys.readouterr().err
+
+
+def test_megatron_core_reads_the_shards_as_written(spark, lake):
+    """Megatron-LM's own reader (megatron-core's IndexedDataset) on our .bin/.idx pairs."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    root, docs = lake
+    meta, sp = tokenizer(root)
+    manifest_path = root / "shards" / "manifest.json"
+    manifest = read_manifest(manifest_path)
+    by_shard: dict[str, dict[int, str]] = {}
+    for r in spark.read.format("delta").load(f"{root}/shard_docs").collect():
+        by_shard.setdefault(r["shard"], {})[r["doc_index"]] = r["doc_id"]
+    seen = 0
+    for entry in manifest.shards:
+        prefix = str(shard_prefix(manifest_path, entry))
+        theirs = IndexedDataset(prefix)
+        ours = ShardReader(prefix)
+        assert len(theirs) == len(ours) == entry.documents
+        assert list(theirs.document_indices) == list(range(entry.documents + 1))
+        for i in range(len(theirs)):
+            tokens = np.asarray(theirs[i])
+            assert tokens.dtype == np.uint16
+            assert tokens.tolist() == ours[i].tolist()
+            _, text = docs[by_shard[entry.path][i]]
+            assert tokens.tolist() == [*sp.encode(text), meta["eos_id"]]
+            seen += 1
+    assert seen == len(docs)
