@@ -380,6 +380,19 @@ class ShardsConfig:
 
 
 @dataclass(frozen=True)
+class QuarantineConfig:
+    # A trainer that sees a loss spike writes the documents of the offending batch to
+    # `<path>/*.jsonl` (tokenize/FORMAT.md, "Quarantine"); the tokenize job drops them from
+    # its next shards and records them in `rejections`, so one bad document is never trained
+    # on again without anyone editing the upstream tables.
+    enabled: bool = True
+    path: str = "quarantine"  # relative to the lake root, or absolute, or an s3a:// URI
+
+    def validate(self, where: str) -> None:
+        _require(bool(self.path.strip()), where, "path", "must not be empty")
+
+
+@dataclass(frozen=True)
 class SparkConfig:
     # Extra Spark settings for every job (spark-submit --conf wins over these).
     conf: dict[str, str] = field(default_factory=dict)
@@ -402,6 +415,7 @@ class PipelineConfig:
     pii: PiiConfig = field(default_factory=PiiConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     shards: ShardsConfig = field(default_factory=ShardsConfig)
+    quarantine: QuarantineConfig = field(default_factory=QuarantineConfig)
 
     def validate(self) -> PipelineConfig:
         for f in dataclasses.fields(self):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tokenmill.tokenize import shards
 from tokenmill.tokenize.shards import (
     LocalRangeSource,
     RangeReader,
@@ -15,6 +17,7 @@ from tokenmill.tokenize.shards import (
     ShardReader,
     ShardWriter,
     dtype_for_vocab,
+    read_doc_ids,
 )
 
 
@@ -233,3 +236,78 @@ def test_reads_megatron_files_with_multi_sequence_documents(tmp_path):
     assert len(r) == 2
     assert r.document_lengths.tolist() == [5, 4]
     assert r[0].tolist() == [1, 2, 3, 4, 5] and r[1].tolist() == [6, 7, 8, 9]
+
+
+# --------------------------------------------------------------------------------------------
+# The .docids sidecar
+
+
+def test_docids_sidecar_round_trip(tmp_path):
+    ids = ["cc-000", "wikipedia-ü-東京", "x" * 300]
+    prefix = tmp_path / "shard"
+    with ShardWriter(prefix, 1000) as w:
+        for i, doc_id in enumerate(ids):
+            w.add_document([i + 1, 0], doc_id)
+    assert w.stats.docids_path == tmp_path / "shard.docids"
+    assert (tmp_path / "shard.docids").read_bytes() == "".join(
+        f"{d}\n" for d in ids).encode("utf-8")
+    assert read_doc_ids(prefix) == ids
+    # Without doc ids there is no sidecar, and rewriting the prefix removes the old one: its
+    # ids would misname the new documents.
+    write_shard(prefix, [np.array([9, 0])], 1000)
+    assert read_doc_ids(prefix) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shard.bin", "shard.idx"]
+
+
+def test_docids_sidecar_is_renamed_before_the_index(tmp_path, monkeypatch):
+    renamed = []
+    real_replace = shards.os.replace
+
+    def recording_replace(src, dst):
+        renamed.append(Path(dst).name)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(shards.os, "replace", recording_replace)
+    with ShardWriter(tmp_path / "s", 1000) as w:
+        w.add_document([1, 0], "a")
+    assert renamed == ["s.bin", "s.docids", "s.idx"]
+
+
+def test_docids_temporaries_go_with_an_aborted_shard(tmp_path):
+    with pytest.raises(RuntimeError):
+        with ShardWriter(tmp_path / "s", 1000) as w:
+            w.add_document([1, 0], "a")
+            raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_doc_ids_rejected(tmp_path):
+    with ShardWriter(tmp_path / "s", 1000) as w:
+        for bad in ("a\nb", "a\r"):
+            with pytest.raises(ValueError, match="line break"):
+                w.add_document([1, 0], bad)
+        w.add_document([1, 0], "a")
+        with pytest.raises(ValueError, match="every document or for none"):
+            w.add_document([2, 0])
+    assert read_doc_ids(tmp_path / "s") == ["a"]
+    with ShardWriter(tmp_path / "t", 1000) as w:
+        w.add_document([1, 0])
+        with pytest.raises(ValueError, match="every document or for none"):
+            w.add_document([2, 0], "b")
+
+
+def test_read_doc_ids_checks_the_index(tmp_path):
+    prefix = tmp_path / "s"
+    with ShardWriter(prefix, 1000) as w:
+        for doc_id in ("a", "b", "c"):
+            w.add_document([1, 0], doc_id)
+    sidecar = tmp_path / "s.docids"
+    sidecar.write_text("a\nb\n")
+    with pytest.raises(ValueError, match=r"s\.docids: 2 doc ids for a shard of 3 documents"):
+        read_doc_ids(prefix)
+    sidecar.write_text("a\nb\nc")  # cut short: no final newline
+    with pytest.raises(ValueError, match=r"s\.docids: the last line has no newline"):
+        read_doc_ids(prefix)
+    sidecar.write_text("a\nb\nc\nd\n")
+    with pytest.raises(ValueError, match="4 doc ids"):
+        read_doc_ids(prefix)

@@ -4,6 +4,8 @@ that read back token-identical to encoding each document, shard_docs, and the ma
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 
 import numpy as np
 import pytest
@@ -13,7 +15,8 @@ from conftest import TEST_SPARK_CONF
 from tokenmill.jobs import tokenize_shards, train_tokenizer
 from tokenmill.jobs.sample_crawl import reference_corpus
 from tokenmill.tokenize.manifest import read_manifest, shard_prefix
-from tokenmill.tokenize.shards import ShardReader
+from tokenmill.tokenize.quarantine import QuarantineEntry, write_entries
+from tokenmill.tokenize.shards import ShardReader, read_doc_ids
 
 SETS = [f"--set=spark.conf={json.dumps(TEST_SPARK_CONF)}", "--set=tokenizer.vocab_size=600",
         "--set=shards.partitions=3"]
@@ -135,3 +138,101 @@ def test_megatron_core_reads_the_shards_as_written(spark, lake):
             assert tokens.tolist() == [*sp.encode(text), meta["eos_id"]]
             seen += 1
     assert seen == len(docs)
+
+
+# --------------------------------------------------------------------------------------------
+# Doc-id sidecars and quarantine
+
+
+def shard_doc_ids(spark, root, run_id=None) -> dict[str, list[str]]:
+    """shard → its doc ids in .idx order, from shard_docs."""
+    rows = spark.read.format("delta").load(f"{root}/shard_docs")
+    if run_id:
+        rows = rows.where(f"run_id = '{run_id}'")
+    by_shard: dict[str, list[str]] = {}
+    for r in rows.orderBy("shard", "doc_index").collect():
+        assert r["doc_index"] == len(by_shard.setdefault(r["shard"], []))
+        by_shard[r["shard"]].append(r["doc_id"])
+    return by_shard
+
+
+def assert_sidecars_match_shard_docs(spark, root, run_id=None):
+    manifest_path = root / "shards" / "manifest.json"
+    manifest = read_manifest(manifest_path)
+    expected = shard_doc_ids(spark, root, run_id)
+    assert {e.path for e in manifest.shards} == set(expected)
+    for e in manifest.shards:
+        assert read_doc_ids(shard_prefix(manifest_path, e)) == expected[e.path]
+
+
+def test_docids_sidecars_equal_shard_docs(spark, lake):
+    root, _ = lake
+    assert_sidecars_match_shard_docs(spark, root)
+
+
+@pytest.fixture
+def lake_copy(lake, tmp_path):
+    """The module's lake, copied: these tests add runs and must not change what the others
+    read, and copying is much cheaper than training another tokenizer."""
+    root, docs = lake
+    shutil.copytree(root, tmp_path / "lake")
+    return tmp_path / "lake", docs
+
+
+def quarantined(row, doc_id, step, sample):
+    return QuarantineEntry(doc_id=doc_id, shard=row["shard"], doc_index=row["doc_index"],
+                           source=row["source"], reason="loss_spike", step=step,
+                           train_run="run-a", sample=sample)
+
+
+def test_quarantined_documents_leave_the_next_shards(spark, lake_copy, caplog):
+    root, docs = lake_copy
+    index = spark.read.format("delta").load(f"{root}/shard_docs") \
+        .orderBy("shard", "doc_index").collect()
+    named, by_position = index[0], index[-1]
+    write_entries(root / "quarantine" / "run-a.jsonl", [
+        quarantined(named, named["doc_id"], step=120, sample=4711),
+        # A shard without a sidecar: the job finds the document through shard_docs.
+        quarantined(by_position, None, step=121, sample=5003),
+        # Not in the input (filtered out upstream since): ignored, counted in the log.
+        quarantined(named, "cc-gone", step=121, sample=5004),
+    ])
+    caplog.set_level(logging.INFO)
+    assert tokenize_shards.main(["--root", str(root), *SETS, "--run-id=tok-q"]) == 0
+
+    dropped = {named["doc_id"], by_position["doc_id"]}
+    new_run = shard_doc_ids(spark, root, "tok-q")
+    assert {d for ids in new_run.values() for d in ids} == set(docs) - dropped
+    assert_sidecars_match_shard_docs(spark, root, "tok-q")
+    rejections = spark.read.format("delta").load(f"{root}/rejections") \
+        .where("stage = 'tokenize_shards'").collect()
+    assert {r["doc_id"]: (r["reason"], r["signals"]["train_run"], r["signals"]["step"],
+                          r["run_id"]) for r in rejections} == {
+        named["doc_id"]: ("quarantined", "run-a", "120", "tok-q"),
+        by_position["doc_id"]: ("quarantined", "run-a", "121", "tok-q"),
+    }
+    run = spark.read.format("delta").load(f"{root}/runs").where("run_id = 'tok-q'").collect()[0]
+    assert run["status"] == "succeeded"
+    assert run["counts"]["quarantined"] == 2
+    assert (run["rows_in"], run["rows_out"]) == (len(docs), len(docs) - 2)
+    assert "quarantined=2 quarantine_unmatched=1" in caplog.text
+
+    # Deleting the file puts the documents back and clears the stage's rejections: every run
+    # applies the quarantine files as they are now (the path every lake with a rejections
+    # table and no quarantine takes).
+    (root / "quarantine" / "run-a.jsonl").unlink()
+    assert tokenize_shards.main(["--root", str(root), *SETS, "--run-id=tok-r"]) == 0
+    assert {d for ids in shard_doc_ids(spark, root, "tok-r").values() for d in ids} == set(docs)
+    assert spark.read.format("delta").load(f"{root}/rejections") \
+        .where("stage = 'tokenize_shards'").count() == 0
+
+
+def test_malformed_quarantine_file_fails_the_job(lake_copy, capsys):
+    root, _ = lake_copy
+    (root / "quarantine").mkdir()
+    good = QuarantineEntry(doc_id="cc-001", shard="r/cc/part-00000", doc_index=0, source="cc",
+                           reason="loss_spike", step=1, train_run="run-a", sample=0)
+    (root / "quarantine" / "bad.jsonl").write_text(good.to_json() + "\n{oops\n")
+    assert tokenize_shards.main(["--root", str(root), *SETS]) == 2
+    err = capsys.readouterr().err
+    assert "malformed quarantine file" in err and "bad.jsonl:2: not JSON" in err

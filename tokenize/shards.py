@@ -4,7 +4,9 @@ A shard is a pair of files sharing a prefix: ``<prefix>.bin`` holds the tokens o
 document back to back, ``<prefix>.idx`` the header and per-sequence lengths and byte offsets.
 The layout is documented in ``FORMAT.md`` beside this file. We write one sequence per
 document (the document's tokens followed by EOS), so sequences and documents coincide; the
-readers also accept Megatron files whose documents span several sequences.
+readers also accept Megatron files whose documents span several sequences. A shard may also
+have a ``<prefix>.docids`` sidecar naming each document (Megatron ignores it): the trainer
+uses it to name the documents of a batch it quarantines.
 
 This module needs numpy only: it is shared by the Spark tokenize job and a torch trainer.
 """
@@ -67,6 +69,10 @@ def idx_path(path_prefix: str | Path) -> Path:
     return Path(f"{os.fspath(path_prefix)}.idx")
 
 
+def docids_path(path_prefix: str | Path) -> Path:
+    return Path(f"{os.fspath(path_prefix)}.docids")
+
+
 # --------------------------------------------------------------------------------------------
 # Writing
 
@@ -80,6 +86,7 @@ class ShardStats:
     bytes: int  # size of the .bin file
     bin_path: Path
     idx_path: Path
+    docids_path: Path | None = None  # None when the documents were added without doc ids
 
 
 def encode_index(lengths: np.ndarray, dtype: np.dtype) -> bytes:
@@ -124,9 +131,9 @@ class ShardWriter:
 
     Tokens stream into a temporary ``.bin`` beside the target, so memory holds only the
     document lengths (4 bytes a document). ``close()`` (or leaving the ``with`` block
-    normally) fsyncs and renames the ``.bin`` into place, then the ``.idx`` last, since readers
-    key on the index. Leaving the ``with`` block by an exception deletes the temporaries and
-    writes nothing.
+    normally) fsyncs and renames the ``.bin`` into place, then the ``.docids`` sidecar (when
+    doc ids were given), then the ``.idx`` last, since readers key on the index. Leaving the
+    ``with`` block by an exception deletes the temporaries and writes nothing.
     """
 
     def __init__(self, path_prefix: str | Path, vocab_size: int) -> None:
@@ -138,6 +145,11 @@ class ShardWriter:
         tag = secrets.token_hex(8)
         self._bin_tmp = self.bin_path.with_name(f"{self.bin_path.name}.tmp-{tag}")
         self._idx_tmp = self.idx_path.with_name(f"{self.idx_path.name}.tmp-{tag}")
+        self.docids_path = docids_path(path_prefix)
+        self._docids_tmp = self.docids_path.with_name(f"{self.docids_path.name}.tmp-{tag}")
+        # Doc ids stream to their own temporary like the tokens, so memory stays at the
+        # lengths; opened by the first document that names one.
+        self._docids_file: Any = None
         # Closed by close() or abort(); "x" refuses to clobber a concurrent writer's temp.
         self._file = open(self._bin_tmp, "xb")
         self._lengths = array("i")
@@ -162,10 +174,27 @@ class ShardWriter:
     def stats(self) -> ShardStats | None:
         return self._stats
 
-    def add_document(self, tokens: np.ndarray | Sequence[int]) -> None:
-        """Append one document. ``tokens`` must already end with EOS (the caller adds it)."""
+    def add_document(self, tokens: np.ndarray | Sequence[int], doc_id: str | None = None) -> None:
+        """Append one document. ``tokens`` must already end with EOS (the caller adds it).
+
+        ``doc_id`` names the document in the ``.docids`` sidecar. Give it for every document
+        of the shard or for none: a sidecar with gaps could not be lined up with the index.
+        """
         if self._state != "open":
             raise ValueError(f"ShardWriter for {self.bin_path} is {self._state}")
+        named = self._docids_file is not None
+        if self.documents and (doc_id is not None) != named:
+            raise ValueError(
+                f"{self.bin_path}: give a doc_id for every document or for none "
+                f"(document {self.documents} {'lacks one' if named else 'has one'})"
+            )
+        if doc_id is not None:
+            if not isinstance(doc_id, str):
+                raise ValueError(f"doc_id must be a string, got {type(doc_id).__name__}")
+            # One id a line: a line break inside an id would shift every later document.
+            # \r too, since text-mode readers turn it into a line break.
+            if "\n" in doc_id or "\r" in doc_id:
+                raise ValueError(f"doc_id {doc_id!r} contains a line break")
         arr = np.asarray(tokens)
         if arr.ndim != 1:
             raise ValueError(f"a document must be a 1-D token array, got shape {arr.shape}")
@@ -183,6 +212,10 @@ class ShardWriter:
                 f"got min {lo}, max {hi}"
             )
         data = np.ascontiguousarray(arr, dtype=self.dtype.newbyteorder("<"))
+        if doc_id is not None:
+            if self._docids_file is None:
+                self._docids_file = open(self._docids_tmp, "x", encoding="utf-8", newline="\n")
+            self._docids_file.write(doc_id + "\n")
         self._file.write(data.data)
         self._lengths.append(int(arr.size))
         self._tokens += int(arr.size)
@@ -195,15 +228,24 @@ class ShardWriter:
         if self._state != "open":
             raise ValueError(f"ShardWriter for {self.bin_path} is {self._state}")
         try:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            for f in (self._file, self._docids_file):
+                if f is not None:
+                    f.flush()
+                    os.fsync(f.fileno())
+                    f.close()
             index = encode_index(np.frombuffer(self._lengths, dtype=np.int32), self.dtype)
             with open(self._idx_tmp, "xb") as f:
                 f.write(index)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(self._bin_tmp, self.bin_path)
+            # Before the .idx: once a reader sees the index, the sidecar beside it is this
+            # shard's. Without doc ids, an older sidecar under the same prefix would
+            # misname the new documents, so it goes.
+            if self._docids_file is not None:
+                os.replace(self._docids_tmp, self.docids_path)
+            else:
+                self.docids_path.unlink(missing_ok=True)
             os.replace(self._idx_tmp, self.idx_path)
             _fsync_dir(self.idx_path.parent)
         except BaseException:
@@ -216,6 +258,7 @@ class ShardWriter:
             bytes=self.bytes,
             bin_path=self.bin_path,
             idx_path=self.idx_path,
+            docids_path=self.docids_path if self._docids_file is not None else None,
         )
         return self._stats
 
@@ -224,9 +267,10 @@ class ShardWriter:
         if self._state == "closed":
             return
         self._state = "aborted"
-        if not self._file.closed:
-            self._file.close()
-        for tmp in (self._bin_tmp, self._idx_tmp):
+        for f in (self._file, self._docids_file):
+            if f is not None and not f.closed:
+                f.close()
+        for tmp in (self._bin_tmp, self._idx_tmp, self._docids_tmp):
             tmp.unlink(missing_ok=True)
 
     def __enter__(self) -> ShardWriter:
@@ -381,6 +425,48 @@ class _TokenShard:
         if not 0 <= start <= end <= self.num_tokens:
             raise IndexError(f"token range [{start}, {end}) outside 0..{self.num_tokens}")
         return self._read(start, end - start)
+
+
+def parse_doc_ids(data: bytes, documents: int, where: str = "<docids>") -> list[str]:
+    """The doc ids in ``.docids`` bytes, checked against the shard's document count (from its
+    ``.idx``): a sidecar that does not line up with the index would misname documents."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{where}: not UTF-8 text ({e})") from None
+    # Split on \n only: str.splitlines would also break ids at \x0c, \x85, \u2028 and more.
+    lines = text.split("\n")
+    if lines[-1]:
+        raise ValueError(f"{where}: the last line has no newline; the file was cut short")
+    ids = lines[:-1]
+    if len(ids) != documents:
+        raise ValueError(
+            f"{where}: {len(ids)} doc ids for a shard of {documents} documents (.idx)"
+        )
+    return ids
+
+
+def index_document_count(path: str | Path) -> int:
+    """The document count in an ``.idx`` header, without reading the arrays."""
+    with open(path, "rb") as f:
+        head = f.read(HEADER_SIZE)
+    if len(head) < HEADER_SIZE:
+        raise ValueError(f"{path}: {len(head)} bytes is too short for an MMIDIDX header")
+    magic, _, _, _, n_doc_entries = HEADER.unpack(head)
+    if magic != MAGIC or n_doc_entries < 1:
+        raise ValueError(f"{path}: not a Megatron MMIDIDX index")
+    return int(n_doc_entries) - 1
+
+
+def read_doc_ids(path_prefix: str | Path) -> list[str] | None:
+    """A local shard's doc ids in ``.idx`` order, from its ``.docids`` sidecar; None when it
+    has none (written without doc ids, or by Megatron's own tools)."""
+    path = docids_path(path_prefix)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return parse_doc_ids(data, index_document_count(idx_path(path_prefix)), str(path))
 
 
 class ShardReader(_TokenShard):
