@@ -12,7 +12,7 @@ export PATH := $(BIN):$(PATH)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(BIN)/python
 
-.PHONY: setup system-deps jars spark-conf kenlm demo sample test bench bench-1m lint clean
+.PHONY: setup system-deps jars spark-conf kenlm demo sample train test bench bench-1m lint clean
 
 setup: system-deps $(VENV)/.installed jars spark-conf kenlm
 
@@ -68,6 +68,15 @@ demo: sample
 	$(BIN)/spark-submit jobs/pii.py --root $(LAKE)
 	$(BIN)/spark-submit jobs/train_tokenizer.py --root $(LAKE)
 	$(BIN)/spark-submit jobs/tokenize_shards.py --root $(LAKE)
+	$(MAKE) --no-print-directory train
+
+# The tiny model for a few dozen steps on the lake's shards (2 CPU processes, FSDP2 over
+# gloo); a fresh run each time (the demo's lake changes between runs).
+TRAIN_ARGS ?= --config tiny
+train: setup
+	rm -rf $(LAKE)/train/tiny
+	$(BIN)/torchrun --standalone --nproc_per_node=2 train/train.py \
+	  --manifest $(LAKE)/shards/manifest.json $(TRAIN_ARGS)
 
 test: setup
 	$(BIN)/python -m pytest
@@ -76,6 +85,7 @@ bench: setup
 	$(BIN)/python tests/bench/bench_ingest.py
 	$(BIN)/python tests/bench/bench_filters.py
 	$(BIN)/python tests/bench/bench_pii_tokenize.py
+	$(BIN)/python tests/bench/bench_train.py
 	$(BIN)/python tests/bench/bench_dedup.py --docs 100000
 
 # The 1M-document dedup run (tens of minutes on 2 cores).

@@ -123,7 +123,8 @@ class SpikeDetector:
 
     Three signals, any of which makes a spike:
     - a non-finite loss or gradient norm (always, even on the first step);
-    - a gradient norm above `grad_norm_stop` (above `grad_norm_warn` is only a warning);
+    - a gradient norm above `grad_norm_stop` once `min_history` healthy losses are recorded
+      (above `grad_norm_warn`, or above the stop before that, is only a warning);
     - once `min_history` healthy losses are recorded: the loss more than `spike_ratio` above
       the lowest `baseline_smoothing`-step moving average of the last `baseline_window` of
       them (a large jump, or a slow climb within the window), or more than
@@ -148,6 +149,10 @@ class SpikeDetector:
             spikes.append("non_finite_loss")
         if not math.isfinite(grad_norm):
             spikes.append("non_finite_grad_norm")
+        elif grad_norm > cfg.grad_norm_stop and len(self.history) < cfg.min_history:
+            # The first steps from a random init often have large gradients: only a warning
+            # until there is a history to call the run healthy against.
+            warnings.append(f"grad_norm {grad_norm:.4g} > {cfg.grad_norm_stop:g} (warn: early)")
         elif grad_norm > cfg.grad_norm_stop:
             spikes.append(f"grad_norm {grad_norm:.4g} > {cfg.grad_norm_stop:g}")
         elif grad_norm > cfg.grad_norm_warn:

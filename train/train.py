@@ -224,8 +224,6 @@ def train(cfg: Config, data: ShardData, manifest: str, rank: int, world: int,
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2),
         eps=cfg.optim.eps, weight_decay=cfg.optim.weight_decay,
-        # foreach over DTensors is the fast path; fused needs CUDA.
-        fused=device.type == "cuda" or None,
     )
 
     # 3. Guard, metrics, run state.
@@ -278,6 +276,7 @@ def train(cfg: Config, data: ShardData, manifest: str, rank: int, world: int,
     # Per-source training loss, summed over the steps since the last log line: a small
     # source may have no sample in a given step.
     window_loss, window_count = [0.0] * len(source_names), [0.0] * len(source_names)
+    last_warning = -cfg.metrics.log_every
 
     # 4. The loop. One iteration = one optimizer step over global_batch samples, unless the
     #    guard rejects it.
@@ -336,8 +335,11 @@ def train(cfg: Config, data: ShardData, manifest: str, rank: int, world: int,
         optimizer.zero_grad(set_to_none=True)
         if verdict is not None:
             detector.record(loss)
-            if verdict.kind == "warn":
+            if verdict.kind == "warn" and step - last_warning >= cfg.metrics.log_every:
+                # At most one warning line per log window: early large gradients would
+                # otherwise print one every step.
                 logger.event(step, "warning", reasons=verdict.reasons)
+                last_warning = step
         state["consumed"] = start + g
         state["step"] = step = step + 1
         for k in range(len(source_names)):
