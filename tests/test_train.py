@@ -237,7 +237,11 @@ def test_spike_rolls_back_skips_and_quarantines(reference: Path, manifest: Path,
                                                 tmp_path: Path) -> None:
     out = tmp_path / "run"
     bad = 15 * GLOBAL_BATCH  # the batch step 16 would read
-    ok(torchrun(manifest, out, f"--debug.corrupt_samples={bad}"))
+    # The run also dies after step 17: the newest checkpoint (step 10) predates the skip,
+    # and the resumed run must still skip the batch.
+    died = torchrun(manifest, out, f"--debug.corrupt_samples={bad}", "--debug.exit_after_step=17")
+    assert died.returncode != 0
+    ok(torchrun(manifest, out))
     spikes = events(out, "loss_spike")
     assert len(spikes) == 1
     spike = spikes[0]

@@ -59,6 +59,7 @@ from tokenmill.train.model import Transformer
 
 log = logging.getLogger("tokenmill.train")
 EXIT_BAD_INPUT, EXIT_GUARD_STOP = 2, 3
+DECISIONS = "guard_decisions.json"  # skipped batches, LR scale, rollbacks: survives crashes
 
 
 class BadInput(Exception):
@@ -249,7 +250,7 @@ def train(cfg: Config, data: ShardData, manifest: str, rank: int, world: int,
         # decided since that checkpoint was written is kept.
         state["skipped"] = sorted(set(state["skipped"]) | set(saved_state["skipped"]))
         state["lr_scale"] = min(state["lr_scale"], saved_state["lr_scale"])
-        if not policy.state_dict().get("rollbacks"):
+        if len(saved_state["policy"]["rollbacks"]) > len(policy.rollbacks):
             policy.load_state_dict(saved_state["policy"])
 
     def save(step: int) -> None:
@@ -258,13 +259,25 @@ def train(cfg: Config, data: ShardData, manifest: str, rank: int, world: int,
                                cfg.checkpoint.keep, rank, before_commit=hook)
         logger.event(step, "checkpoint", path=str(path))
 
+    decisions = out / DECISIONS
     if resume_from is not None:
         restore(resume_from)
+        # Guard decisions taken after that checkpoint was written (a skipped batch, a lower
+        # LR) survive a crash through the decisions file: a resumed run keeps them.
+        if decisions.is_file():
+            kept = json.loads(decisions.read_text(encoding="utf-8"))
+            state["skipped"] = sorted(set(state["skipped"]) | set(kept["skipped"]))
+            state["lr_scale"] = min(state["lr_scale"], kept["lr_scale"])
+            if len(kept["policy"]["rollbacks"]) > len(policy.rollbacks):
+                policy.load_state_dict(kept["policy"])
         logger.event(state["step"], "resumed", path=str(resume_from),
                      consumed=state["consumed"], saved_world_size=saved.get("world_size"),
                      world_size=world)
-    elif cfg.checkpoint.every > 0:
-        save(0)  # something to roll back to before the first periodic checkpoint
+    else:
+        if rank == 0:
+            decisions.unlink(missing_ok=True)  # a fresh run: an earlier run's decisions go
+        if cfg.checkpoint.every > 0:
+            save(0)  # something to roll back to before the first periodic checkpoint
     if rank == 0:
         print(f"train: {n_params / 1e6:.2f}M parameters, {world} process(es) on {device.type}, "
               f"global batch {g} x {cfg.data.seq_len} tokens ({plan.grad_accum} accumulation "
@@ -326,6 +339,10 @@ def train(cfg: Config, data: ShardData, manifest: str, rank: int, world: int,
             rc = recover(cfg, step, start, loss, grad_norm, verdict, batch_rows, data, plan,
                          policy, logger, checks, rank, device, quarantine, run_id, state,
                          ckpt_root, restore)
+            if rank == 0:
+                write_json_atomic(decisions, {"skipped": state["skipped"],
+                                              "lr_scale": state["lr_scale"],
+                                              "policy": policy.state_dict()})
             if rc is not None:
                 _close(logger, ledger)
                 return rc
@@ -495,6 +512,15 @@ def _decoder(data: ShardData) -> Any:
 
 def _model_dict(cfg: Config) -> dict[str, Any]:
     return cfg.to_dict()["model"]
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def _die() -> None:
