@@ -393,6 +393,29 @@ class QuarantineConfig:
 
 
 @dataclass(frozen=True)
+class GatesConfig:
+    """Data-quality gates (jobs/gates.py): an expectation suite per output table
+    (schemas/expectations.py), run with Great Expectations on the version just written."""
+
+    enabled: bool = True
+    # Longest text a document may have. Ingest reads at most ingest.max_html_bytes of a page
+    # and extraction only removes markup, so a web page's text has at most that many
+    # characters (one character takes at least one byte): 2,000,000. JSONL/Parquet sources
+    # are not capped at ingest; raise this for book-length sources.
+    max_text_chars: int = 2_000_000
+    # Share of `clean` documents that may still hold an e-mail address or a phone-like number
+    # (the gate's regexes are coarser than Presidio, so a few false positives are expected).
+    max_residual_pii_rate: float = 0.001
+    # Write Great Expectations' HTML Data Docs for each gate run.
+    data_docs: bool = True
+
+    def validate(self, where: str) -> None:
+        _require(self.max_text_chars >= 1, where, "max_text_chars", "must be >= 1")
+        _require(0.0 <= self.max_residual_pii_rate <= 1.0, where, "max_residual_pii_rate",
+                 "must lie in [0, 1]")
+
+
+@dataclass(frozen=True)
 class SparkConfig:
     # Extra Spark settings for every job (spark-submit --conf wins over these).
     conf: dict[str, str] = field(default_factory=dict)
@@ -416,6 +439,7 @@ class PipelineConfig:
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     shards: ShardsConfig = field(default_factory=ShardsConfig)
     quarantine: QuarantineConfig = field(default_factory=QuarantineConfig)
+    gates: GatesConfig = field(default_factory=GatesConfig)
 
     def validate(self) -> PipelineConfig:
         for f in dataclasses.fields(self):

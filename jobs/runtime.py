@@ -39,8 +39,9 @@ DELTA_CONF = {
 # Test hook: exit abruptly (like kill -9) right after the named step, to prove that a job
 # killed at any point leaves no half-written table and that a rerun completes the work.
 CRASH_AFTER_STEP = "TOKENMILL_CRASH_AFTER_STEP"
+GATES_ENV = "TOKENMILL_GATES"
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_GATE = 0, 1, 2, 3, 4
 
 
 class JobError(RuntimeError):
@@ -51,9 +52,13 @@ class JobError(RuntimeError):
 # --------------------------------------------------------------------------- session
 
 
-def build_session(app_name: str, config: PipelineConfig) -> Any:
+def build_session(app_name: str, config: PipelineConfig, event_log_dir: str | None = None) -> Any:
     """A SparkSession with Delta. Settings given to spark-submit (--master, --conf,
-    --packages) win; without a master it is the embedded default, local[*]."""
+    --packages) win; without a master it is the embedded default, local[*].
+
+    With `event_log_dir` (jobs pass `<root>/_spark_events`), Spark's event log is on, so the
+    Spark History Server (`make history`) shows every past run; `spark.eventLog.enabled:
+    "false"` in `spark.conf` turns it off."""
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
@@ -80,7 +85,15 @@ def build_session(app_name: str, config: PipelineConfig) -> Any:
                 "pass --packages to spark-submit (coordinates in infra/spark/packages.txt)"
             )
         wanted["spark.jars"] = ",".join(jars)
+    if event_log_dir and not given.contains("spark.eventLog.dir"):
+        wanted["spark.eventLog.enabled"] = "true"
+        wanted["spark.eventLog.dir"] = event_log_dir
+        wanted["spark.eventLog.compress"] = "true"
     wanted.update(config.spark.conf)
+    if wanted.get("spark.eventLog.enabled") == "true" and "://" not in wanted.get(
+            "spark.eventLog.dir", "://"):
+        # Spark refuses to start when the folder is missing.
+        Path(wanted["spark.eventLog.dir"].removeprefix("file:")).mkdir(parents=True, exist_ok=True)
     for key, value in wanted.items():
         if not given.contains(key):
             builder = builder.config(key, value)
@@ -174,6 +187,15 @@ def ensure_table(spark: Any, path: str, table: Table) -> None:
         .property("tokenmill.schema_version", str(table.version))
         .execute()
     )
+    # A newer schema version may add nullable columns (never remove or retype one): a lake
+    # written by an older release is migrated in place, in one commit.
+    have = {f.name for f in spark.read.format("delta").load(path).schema.fields}
+    missing = [f for f in table.schema.fields if f.name not in have]
+    if missing:
+        cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES "
+                  f"('tokenmill.schema_version' = '{table.version}')")
 
 
 def conform(df: Any, table: Table) -> Any:
@@ -257,6 +279,15 @@ class JobContext:
     exit_code: int = EXIT_OK
     notes: list[str] = field(default_factory=list)
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    gate_status: str | None = None
+    gate_summary: str | None = None
+    # (suite name, DataFrame) to validate when the body ends, if the job's output is not a
+    # plain table version (tokenize_shards validates before it promotes the manifest).
+    gate_done: bool = False
+
+    @property
+    def job_group(self) -> str:
+        return f"{self.job}:{self.run_id}"
 
     def path(self, table: Table | str) -> str:
         return table_path(self.root, table)
@@ -266,7 +297,7 @@ class JobContext:
         """Names the Spark jobs of this step ("ingest: extract text") so the Spark UI reads as
         the pipeline, and logs how long the step took."""
         sc = self.spark.sparkContext
-        sc.setJobGroup(f"{self.job}:{self.run_id}", f"{self.job}: {description}", False)
+        sc.setJobGroup(self.job_group, f"{self.job}: {description}", False)
         t0 = time.monotonic()
         log.info("%s: %s …", self.job, description)
         yield
@@ -284,7 +315,34 @@ class JobContext:
         if version is None:
             raise JobError(f"input table {table.name!r} does not exist at {path}")
         self.input_table, self.input_version = table.name, version
+        refuse_failed_gate(self, table.name, version)
         return self.spark.read.format("delta").option("versionAsOf", version).load(path)
+
+    def resource_seconds(self) -> tuple[float, float] | None:
+        """(task seconds, executor CPU seconds) of this run's Spark jobs, from the driver's
+        status store (the data behind the Spark UI; it keeps the last spark.ui.retainedJobs
+        jobs). Task seconds are core-seconds a task occupied, Python workers included: what
+        the run costs. CPU seconds count the executors' JVM threads only."""
+        try:
+            store = self.spark.sparkContext._jsc.sc().statusStore()
+            stages: set[int] = set()
+            it = store.jobsList(None).iterator()
+            while it.hasNext():
+                job = it.next()
+                group = job.jobGroup()
+                if group.isDefined() and group.get() == self.job_group:
+                    ids = job.stageIds()
+                    stages.update(int(ids.apply(i)) for i in range(ids.size()))
+            task_ms, cpu_ns = 0, 0
+            for sid in stages:
+                with contextlib.suppress(Exception):  # a stage that never ran
+                    stage = store.lastStageAttempt(sid)
+                    task_ms += int(stage.executorRunTime())
+                    cpu_ns += int(stage.executorCpuTime())
+            return task_ms / 1e3, cpu_ns / 1e9
+        except Exception:  # noqa: BLE001 - an accounting gap must not fail the job
+            log.warning("%s: could not read task times from the status store", self.job)
+            return None
 
     def merge(
         self, table: Table, df: Any, *, update: bool = False, replace_where: str | None = None
@@ -344,7 +402,15 @@ class JobContext:
             "started_at": self.started_at,
             "ended_at": ended,
             "error": error,
+            "gate_status": self.gate_status,
+            "gate_summary": self.gate_summary,
+            "task_seconds": None,
+            "cpu_seconds": None,
         }
+        if status != "running":
+            seconds = self.resource_seconds()
+            if seconds is not None:
+                row["task_seconds"], row["cpu_seconds"] = seconds
         df = self.spark.createDataFrame([row], RUNS.schema)
         self.merge(RUNS, df, update=True)
 
@@ -362,9 +428,80 @@ class JobContext:
         ]
         if reasons:
             parts.append(f"[{reasons}]")
+        if self.gate_status:
+            parts.append(f"gate={self.gate_status}")
         parts.extend(self.notes)
         parts.append(f"{seconds:.1f}s")
         return " ".join(parts)
+
+
+# --------------------------------------------------------------------------- gates
+
+
+def run_output_gate(ctx: JobContext, suite: str, df: Any) -> bool:
+    """Validates `df` against the table's suite (schemas/expectations.py), writes Data Docs
+    under `<root>/_reports/data_docs/<run_id>/` and records the result on the context.
+    Returns whether it passed. A no-op (True) with `gates.enabled: false`."""
+    if not gates_on(ctx):
+        return True
+    from tokenmill.jobs.gates import run_gate
+
+    docs = None
+    if ctx.config.gates.data_docs:
+        docs = (ctx.path(f"_reports/data_docs/{ctx.run_id}") if "://" not in ctx.root
+                else None)
+    with ctx.step(f"gate: {suite} expectations"):
+        result = run_gate(ctx.spark, suite, df, ctx.config, docs, ctx.run_id)
+    ctx.gate_done = True
+    ctx.gate_status = "passed" if result.passed else "failed"
+    ctx.gate_summary = "\n".join(result.failures) or None
+    ctx.counts["gate_expectations"] = result.evaluated
+    if result.failures:
+        ctx.counts["gate_failures"] = len(result.failures)
+    return result.passed
+
+
+def gates_on(ctx: JobContext) -> bool:
+    """`gates.enabled`, unless TOKENMILL_GATES=off (the test suite's switch: it runs
+    hundreds of small jobs, and the gates have tests of their own)."""
+    return ctx.config.gates.enabled and os.environ.get(GATES_ENV, "on") != "off"
+
+
+def gate_output(ctx: JobContext) -> None:
+    """The gate for a job whose output is a table version: validate exactly that version."""
+    from tokenmill.schemas.expectations import SUITES
+
+    name, version = ctx.output_table, ctx.output_version
+    if name not in SUITES or version is None:
+        return
+    df = ctx.spark.read.format("delta").option("versionAsOf", version).load(ctx.path(name))
+    run_output_gate(ctx, name, df)
+
+
+def refuse_failed_gate(ctx: JobContext, table: str, version: int) -> None:
+    """A stage never reads a table version whose gate failed: no bad data moves on."""
+    from pyspark.sql import functions as F
+
+    path = ctx.path(RUNS)
+    if not delta_exists(ctx.spark, path):
+        return
+    runs = ctx.spark.read.format("delta").load(path)
+    if "gate_status" not in runs.columns:
+        return  # a lake from before gates
+    # The newest verdict on that version counts: a gate rerun with a fixed config can pass it.
+    failed = (
+        runs.where((F.col("output_table") == table) & (F.col("output_version") == version)
+                   & F.col("gate_status").isNotNull())
+        .orderBy(F.col("ended_at").desc_nulls_last()).limit(1)
+        .where(F.col("gate_status") == "failed")
+        .select("run_id", "gate_summary").collect()
+    )
+    if failed:
+        raise JobError(
+            f"refusing to read {table}@v{version}: its gate failed in run {failed[0]['run_id']}"
+            f" ({(failed[0]['gate_summary'] or '').splitlines()[0][:300]}); fix the cause and "
+            f"rerun that stage"
+        )
 
 
 # --------------------------------------------------------------------------- CLI
@@ -415,8 +552,12 @@ def run_job(
         print(f"{job}: config error: {e}", file=sys.stderr)
         return EXIT_USAGE
     t0 = time.monotonic()
+    root = normalise_root(args.root)
+    # Event logs go into a local lake (the Spark History Server reads them from there); on a
+    # cluster, spark.eventLog.dir comes from the cluster's own configuration.
+    events = None if "://" in root else f"{root}/_spark_events"
     try:
-        spark = build_session(f"tokenmill-{job}", config)
+        spark = build_session(f"tokenmill-{job}", config, event_log_dir=events)
     except JobError as e:
         print(f"{job}: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -424,7 +565,7 @@ def run_job(
         job=job,
         spark=spark,
         config=config,
-        root=normalise_root(args.root),
+        root=root,
         run_id=args.run_id or new_run_id(job),
         args=args,
     )
@@ -432,6 +573,15 @@ def run_job(
         with ctx.step("record run start"):
             ctx.record_run("running")
         body(ctx)
+        if not ctx.gate_done:
+            gate_output(ctx)
+        if ctx.gate_status == "failed":
+            with ctx.step("record run end"):
+                ctx.record_run("failed", "gate failed")
+            print(ctx.summary("failed", time.monotonic() - t0), flush=True)
+            print(f"{job}: gate failed, downstream stages will refuse {ctx.output_table}"
+                  f"@v{ctx.output_version}:\n{ctx.gate_summary}", file=sys.stderr)
+            return EXIT_GATE
         status = "succeeded" if ctx.exit_code == EXIT_OK else "partial"
         with ctx.step("record run end"):
             ctx.record_run(status)

@@ -275,6 +275,12 @@ def tokenize_shards(ctx: JobContext) -> None:
             shares = ",".join(f"{k}:{v:.3f}" for k, v in manifest.weights.items())
             ctx.notes.append(f"weights={shares}({len(warnings)} warnings)")
         write_manifest(manifest, out_dir / MANIFEST)
+    # Write, validate, promote: the trainer reads only the lake-level manifest, so shards
+    # that fail their gate never reach it.
+    if not gate_shards(ctx, out_dir / MANIFEST):
+        ctx.output_table = f"{SHARDS_DIR}/{ctx.run_id}/{MANIFEST}"
+        return
+    with ctx.step("promote the manifest"):
         # The lake-level manifest names shards relative to itself.
         for e in manifest.shards:
             e.path = f"{ctx.run_id}/{e.path}"
@@ -287,6 +293,29 @@ def tokenize_shards(ctx: JobContext) -> None:
         ctx.counts[f"{source}_tokens"] = int(info["tokens"])
         ctx.counts[f"{source}_documents"] = int(info["documents"])
     ctx.counts["shards"] = len(entries)
+
+
+def gate_shards(ctx: JobContext, run_manifest: Path) -> bool:
+    """The shard_docs suite on this run's rows, plus the shards against the run's manifest
+    (counts per shard, .bin sizes). Recorded on the run like any gate."""
+    from pyspark.sql import functions as F
+
+    from tokenmill.jobs.runtime import gates_on, run_output_gate
+
+    if not gates_on(ctx):
+        return True
+    from tokenmill.jobs.gates import check_shards_against_manifest
+
+    rows = ctx.spark.read.format("delta").load(ctx.path(SHARD_DOCS)).where(
+        F.col("run_id") == ctx.run_id)
+    passed = run_output_gate(ctx, SHARD_DOCS.name, rows)
+    with ctx.step("gate: shards against the manifest"):
+        problems = check_shards_against_manifest(run_manifest, rows)
+    if problems:
+        ctx.gate_status = "failed"
+        ctx.gate_summary = "\n".join(filter(None, [ctx.gate_summary, *problems]))
+        ctx.counts["gate_failures"] += len(problems)
+    return passed and not problems
 
 
 def main(argv: list[str] | None = None) -> int:

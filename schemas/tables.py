@@ -98,7 +98,7 @@ REJECTIONS = Table(
 
 RUNS = Table(
     name="runs",
-    version=1,
+    version=2,
     key=("job", "run_id"),
     description="One row per job run: inputs and their Delta versions, counts, timing, status.",
     schema=_schema(
@@ -116,6 +116,11 @@ RUNS = Table(
         ("started_at", TimestampType(), False),
         ("ended_at", TimestampType(), True),
         ("error", StringType(), True),
+        # v2: the output's data-quality gate (schemas/expectations.py) and what the run cost.
+        ("gate_status", StringType(), True),  # passed | failed | null (no suite, gates off)
+        ("gate_summary", StringType(), True),  # one line per failed expectation
+        ("task_seconds", DoubleType(), True),  # executor task time: core-seconds occupied
+        ("cpu_seconds", DoubleType(), True),  # executor JVM CPU time (Python workers excluded)
     ),
 )
 
