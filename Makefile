@@ -12,16 +12,19 @@ export PATH := $(BIN):$(PATH)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(BIN)/python
 
-.PHONY: setup system-deps jars spark-conf kenlm demo sample train test bench bench-1m lint clean
+.PHONY: setup system-deps jars spark-conf kenlm demo sample train report history history-stop test bench bench-1m lint clean
 
 setup: system-deps $(VENV)/.installed jars spark-conf kenlm
 
 # Java runs Spark; Maven fetches the Delta and s3a jars; cmake, a C++ compiler and Boost build
-# fasttext, kenlm and KenLM's lmplz. Installed from Debian if missing.
+# fasttext, kenlm and KenLM's lmplz; headless Chromium renders the HTML report in its test.
+# Installed from Debian if missing.
 DEBIAN_PACKAGES := openjdk-17-jre-headless maven cmake g++ libboost-program-options-dev \
-  libboost-system-dev libboost-thread-dev libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev
+  libboost-system-dev libboost-thread-dev libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev \
+  chromium
 system-deps:
 	@{ command -v java && command -v mvn && command -v cmake && command -v g++ && \
+	  command -v chromium && \
 	  test -e /usr/include/boost/program_options.hpp && test -e /usr/include/boost/test && \
 	  test -e /usr/include/zlib.h && test -e /usr/include/bzlib.h && \
 	  test -e /usr/include/lzma.h; } >/dev/null || { \
@@ -69,6 +72,7 @@ demo: sample
 	$(BIN)/spark-submit jobs/train_tokenizer.py --root $(LAKE)
 	$(BIN)/spark-submit jobs/tokenize_shards.py --root $(LAKE)
 	$(MAKE) --no-print-directory train
+	$(BIN)/spark-submit jobs/report.py --root $(LAKE)
 
 # The tiny model for a few dozen steps on the lake's shards (2 CPU processes, FSDP2 over
 # gloo); a fresh run each time (the demo's lake changes between runs).
@@ -77,6 +81,20 @@ train: setup
 	rm -rf $(LAKE)/train/tiny
 	$(BIN)/torchrun --standalone --nproc_per_node=2 train/train.py \
 	  --manifest $(LAKE)/shards/manifest.json $(TRAIN_ARGS)
+
+# One HTML page from the lake: funnel, drop reasons, histograms, clusters, PII, mixture,
+# cost and gates ($(LAKE)/_reports/latest.html).
+report: setup
+	$(BIN)/spark-submit jobs/report.py --root $(LAKE)
+
+# The Spark History Server on the lake's event logs (every job writes them to
+# $(LAKE)/_spark_events): http://localhost:18080. `make history-stop` stops it.
+history: setup
+	mkdir -p $(LAKE)/_spark_events
+	SPARK_HISTORY_OPTS="-Dspark.history.fs.logDirectory=file://$(abspath $(LAKE))/_spark_events" \
+	  $$($(BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/sbin/start-history-server.sh
+history-stop:
+	$$($(BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/sbin/stop-history-server.sh
 
 test: setup
 	$(BIN)/python -m pytest
