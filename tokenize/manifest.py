@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from tokenmill.tokenize.files import write_text_atomic
 
 MANIFEST_VERSION = 1
 
@@ -178,16 +178,7 @@ def write_manifest(manifest: Manifest, path: str | Path) -> None:
     path = Path(path)
     _validate(manifest, str(path))
     text = json.dumps(asdict(manifest), indent=2, sort_keys=False) + "\n"
-    tmp = path.with_name(f"{path.name}.tmp-{secrets.token_hex(8)}")
-    try:
-        with open(tmp, "x", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, text)
 
 
 def shard_prefix(manifest_path: str | Path, entry: ShardEntry) -> Path:

@@ -11,11 +11,11 @@ Standard library only: the trainer imports this module, and it has no Spark.
 from __future__ import annotations
 
 import json
-import os
-import secrets
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from tokenmill.tokenize.files import write_text_atomic
 
 SUFFIX = ".jsonl"  # the tokenize job reads `*.jsonl` only, so temporaries never match
 _INT_FIELDS = ("doc_index", "step", "sample")
@@ -102,14 +102,4 @@ def write_entries(path: str | Path, entries: Iterable[QuarantineEntry]) -> Path:
         old += "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     # Hidden and not ending in .jsonl: no reader's glob picks the temporary up.
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(8)}")
-    try:
-        with open(tmp, "x", encoding="utf-8", newline="\n") as f:
-            f.write(old + lines)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    return write_text_atomic(path, old + lines, hidden=True)

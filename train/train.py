@@ -36,6 +36,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from tokenmill.tokenize.files import write_text_atomic
 from tokenmill.train import checkpoint
 from tokenmill.train.config import Config, load_config
 from tokenmill.train.data import (
@@ -340,9 +341,9 @@ def train(cfg: Config, data: ShardData, manifest: str, rank: int, world: int,
                          policy, logger, checks, rank, device, quarantine, run_id, state,
                          ckpt_root, restore)
             if rank == 0:
-                write_json_atomic(decisions, {"skipped": state["skipped"],
-                                              "lr_scale": state["lr_scale"],
-                                              "policy": policy.state_dict()})
+                write_text_atomic(decisions, json.dumps({"skipped": state["skipped"],
+                                                         "lr_scale": state["lr_scale"],
+                                                         "policy": policy.state_dict()}))
             if rc is not None:
                 _close(logger, ledger)
                 return rc
@@ -512,15 +513,6 @@ def _decoder(data: ShardData) -> Any:
 
 def _model_dict(cfg: Config) -> dict[str, Any]:
     return cfg.to_dict()["model"]
-
-
-def write_json_atomic(path: Path, value: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _die() -> None:
